@@ -1,0 +1,21 @@
+"""nbgrader configuration for the course.
+
+solutions/ holds the instructor notebooks (nbgrader "source"); days/ holds the learner notebooks (nbgrader
+"release"), generated with `make days` (tools/generate_days.py). Grading happens in a course folder of its own
+(see docs/instructor_guide.md), never in this repository.
+"""
+import os
+
+c = get_config()  # noqa: F821  (provided by nbgrader)
+
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.course_id = "gpu-bootcamp"
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "days"
+
+# Notebooks detect NBGRADER_EXECUTION (set by nbgrader while it executes) and run at smoke size, so a smoke-size
+# notebook takes well under a minute. The limit is per cell; the default 30 s is too tight for a slow laptop.
+c.Execute.timeout = 300
+# A learner's stub must fail loudly, and a crash in one cell must not stop the others from being graded.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"

@@ -1,0 +1,64 @@
+"""Shared test fixtures and the notebook timing table printed at the end of the suite."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+# Two pytest workers share two cores: one thread per process (and per notebook kernel) avoids oversubscription.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+os.environ.setdefault("MPLBACKEND", "Agg")
+os.environ.setdefault("TQDM_DISABLE", "1")
+# nbgrader runs helper executables (alembic) by name: make the environment's own bin folder come first.
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMINGS_DIR = ROOT / "build" / "timings"
+
+
+def solution_notebooks() -> list[Path]:
+    return sorted((ROOT / "solutions").glob("day[0-9][0-9]/*.ipynb"))
+
+
+def course_days() -> list[str]:
+    return sorted(p.name for p in (ROOT / "solutions").glob("day[0-9][0-9]") if p.is_dir())
+
+
+def record_timing(kind: str, name: str, seconds: float) -> None:
+    """Append one notebook timing (seconds); each xdist worker writes its own file, merged at session end."""
+    TIMINGS_DIR.mkdir(parents=True, exist_ok=True)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(TIMINGS_DIR / f"{worker}.jsonl", "a") as f:
+        f.write(json.dumps({"kind": kind, "name": name, "seconds": round(seconds, 2), "time": time.time()}) + "\n")
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return ROOT
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):  # the controller, not an xdist worker
+        for f in TIMINGS_DIR.glob("*.jsonl"):
+            f.unlink()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    rows = []
+    for f in sorted(TIMINGS_DIR.glob("*.jsonl")):
+        rows += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    if not rows:
+        return
+    rows.sort(key=lambda r: (r["kind"], r["name"]))
+    out = ROOT / "build" / "notebook_timings.json"
+    out.write_text(json.dumps(rows, indent=1))
+    tr = terminalreporter
+    tr.section("notebook run times (seconds)")
+    for r in rows:
+        tr.write_line(f"{r['kind']:<12} {r['name']:<48} {r['seconds']:>8.1f}")
+    tr.write_line(f"total {sum(r['seconds'] for r in rows):.1f} s over {len(rows)} runs; written to {out}")

@@ -1,0 +1,90 @@
+"""nbgrader machinery: days/ is a fresh generation of solutions/, solutions carry no outputs, grade_ids are unique,
+and every day survives a round trip: the blank learner copy scores 0, the solution scores full marks."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, course_days, record_timing, solution_notebooks
+from grading import make_course_copy, nbgrader, scores, submit
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def test_every_day_has_a_notebook_and_a_learner_copy():
+    days = course_days()
+    assert days, "no solutions/dayNN folders"
+    for day in days:
+        src = sorted(p.name for p in (ROOT / "solutions" / day).glob("*.ipynb"))
+        rel = sorted(p.name for p in (ROOT / "days" / day).glob("*.ipynb"))
+        assert src, f"solutions/{day} has no notebook"
+        assert src == rel, f"days/{day} has {rel}, solutions/{day} has {src}: run `make days`"
+
+
+def test_solutions_are_committed_without_outputs():
+    for nb in solution_notebooks():
+        for i, cell in enumerate(_cells(nb)):
+            if cell["cell_type"] == "code":
+                assert not cell.get("outputs"), f"{nb.relative_to(ROOT)} cell {i} has outputs: clear them"
+                assert cell.get("execution_count") is None, f"{nb.relative_to(ROOT)} cell {i} has an execution count"
+
+
+def test_grade_ids_are_unique_across_the_course():
+    seen: dict[str, str] = {}
+    for nb in solution_notebooks():
+        for cell in _cells(nb):
+            gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            if gid:
+                assert gid not in seen, f"grade_id {gid!r} in {nb.name} is also in {seen[gid]}"
+                seen[gid] = nb.name
+
+
+def test_every_notebook_has_a_parameters_cell_with_smoke():
+    for nb in solution_notebooks():
+        params = [c for c in _cells(nb) if "parameters" in c.get("metadata", {}).get("tags", [])]
+        assert len(params) == 1, f"{nb.name}: want exactly one cell tagged 'parameters', found {len(params)}"
+        src = "".join(params[0]["source"])
+        assert "SMOKE = False" in src and "DEVICE" in src, f"{nb.name}: parameters need SMOKE = False and DEVICE"
+        assert "nbgrader" not in params[0]["metadata"], f"{nb.name}: the parameters cell must not be graded"
+
+
+def test_learner_notebooks_leak_no_solution_or_hidden_test():
+    for nb in sorted((ROOT / "days").glob("day*/*.ipynb")):
+        text = nb.read_text(encoding="utf-8")
+        for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
+            assert marker not in text, f"{nb.relative_to(ROOT)} leaks {marker!r}"
+
+
+def test_days_match_a_fresh_generation(tmp_path: Path):
+    course = make_course_copy(tmp_path / "course")
+    for day in course_days():
+        nbgrader(course, "generate_assignment", day, "--force", "--no-db", "--log-level=WARN")
+    fresh = {p.relative_to(course / "days"): p.read_bytes() for p in (course / "days").rglob("*") if p.is_file()}
+    committed = {p.relative_to(ROOT / "days"): p.read_bytes() for p in (ROOT / "days").rglob("*") if p.is_file()
+                 and "__pycache__" not in p.parts and ".ipynb_checkpoints" not in p.parts}
+    assert sorted(map(str, committed)) == sorted(map(str, fresh)), "days/ has other files than a fresh generation: " \
+                                                                   "run `make days`"
+    stale = [str(k) for k in fresh if fresh[k] != committed[k]]
+    assert not stale, f"days/ differs from a fresh generation in {stale}: run `make days`, never edit days/ by hand"
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("day", course_days())
+def test_round_trip_blank_scores_zero_and_solution_scores_full(day: str, tmp_path: Path):
+    course = make_course_copy(tmp_path / "course", days=[day])
+    nbgrader(course, "generate_assignment", day, "--force", "--log-level=WARN")
+    submit(course, "blank", day, sorted((course / "days" / day).glob("*.ipynb")))
+    submit(course, "solution", day, sorted((course / "solutions" / day).glob("*.ipynb")))
+    start = time.perf_counter()
+    nbgrader(course, "autograde", day, "--create", "--force", "--log-level=WARN")
+    record_timing("autograde x2", day, time.perf_counter() - start)
+    result = scores(course, day, ["blank", "solution"])
+    blank, best = result["blank"], result["solution"]
+    assert best[1] > 0, f"{day}: no points to score"
+    assert blank[0] == 0, f"{day}: the unmodified learner copy scored {blank[0]}/{blank[1]}; a test passes on a stub"
+    assert best[0] == best[1], f"{day}: the solution scored {best[0]}/{best[1]}; a test fails on the solution"

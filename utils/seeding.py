@@ -1,0 +1,46 @@
+"""Seeding and determinism: same seed, same numbers (on the same hardware and software)."""
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+
+
+def seed_everything(seed: int = 0, deterministic: bool = False) -> None:
+    """Seed Python's ``random``, NumPy and torch (CPU and every CUDA device).
+
+    With ``deterministic=True`` also ask for deterministic kernels: ``torch.use_deterministic_algorithms``
+    (ops without a deterministic version then raise instead of silently varying), cuDNN's deterministic mode
+    with autotuning off, and the cuBLAS workspace setting that deterministic matmuls need. That is slower on GPU;
+    use it to debug and to test, not for speed runs.
+    """
+    if not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+    else:
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.deterministic = False
+
+
+def seed_worker(worker_id: int) -> None:
+    """``DataLoader(worker_init_fn=seed_worker)``: give each worker's NumPy and ``random`` the seed torch chose for
+    it, so augmentations differ between workers but repeat between runs."""
+    worker_seed = torch.initial_seed() % 2**32
+    np.random.seed(worker_seed)
+    random.seed(worker_seed)
+
+
+def make_generator(seed: int) -> torch.Generator:
+    """A CPU ``torch.Generator`` for a DataLoader's shuffling, independent of the global RNG."""
+    g = torch.Generator()
+    g.manual_seed(seed)
+    return g

@@ -1,0 +1,108 @@
+"""Honest timing: warm up, synchronise the device, repeat, report the median.
+
+GPU work is asynchronous: a CUDA call returns once the kernel is *queued*. Timing without
+:func:`utils.environment.synchronize` measures the queueing, not the work. The first calls also pay one-off costs
+(allocator growth, cuDNN autotuning, lazy initialisation, thread-pool start-up), hence the warm-up.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from .environment import synchronize
+
+
+@dataclass
+class Timing:
+    """Repeated wall-clock measurements of one callable, in seconds."""
+
+    times_s: list[float] = field(default_factory=list)
+    warmup: int = 0
+    device: str = "cpu"
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.times_s)
+
+    @property
+    def mean_s(self) -> float:
+        return statistics.fmean(self.times_s)
+
+    @property
+    def min_s(self) -> float:
+        return min(self.times_s)
+
+    @property
+    def iqr_s(self) -> float:
+        """Interquartile range (seconds): the spread of the middle half of the runs."""
+        if len(self.times_s) < 4:
+            return max(self.times_s) - min(self.times_s)
+        q = statistics.quantiles(self.times_s, n=4)
+        return q[2] - q[0]
+
+    def per_second(self, items: int) -> float:
+        """Throughput in items/s (e.g. images/s) for ``items`` processed per call, from the median."""
+        return items / self.median_s
+
+    def __str__(self) -> str:
+        return (f"median {self.median_s * 1e3:.3f} ms (IQR {self.iqr_s * 1e3:.3f} ms, {len(self.times_s)} runs "
+                f"after {self.warmup} warm-up) on {self.device}")
+
+
+def time_fn(fn: Callable[[], object], *, device: torch.device | str = "cpu", warmup: int = 3, repeats: int = 10,
+            min_time_s: float = 0.0) -> Timing:
+    """Time ``fn()`` honestly: ``warmup`` untimed calls, then ``repeats`` timed calls, each between two device
+    synchronisations. Keeps going past ``repeats`` until ``min_time_s`` seconds have been measured.
+
+    Returns a :class:`Timing` with every run's seconds; use ``.median_s``.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    dev = torch.device(device)
+    for _ in range(warmup):
+        fn()
+    synchronize(dev)
+    times: list[float] = []
+    while len(times) < repeats or sum(times) < min_time_s:
+        start = time.perf_counter()
+        fn()
+        synchronize(dev)
+        times.append(time.perf_counter() - start)
+    return Timing(times, warmup, str(dev))
+
+
+def benchmark_fn(fn: Callable[[], object], *, label: str = "", sub_label: str = "", description: str = "",
+                 min_run_time_s: float = 0.2, num_threads: int | None = None):
+    """``torch.utils.benchmark`` for the same job: it synchronises CUDA and picks the repeat count itself.
+
+    Returns a ``torch.utils.benchmark.Measurement`` (``.median`` in seconds); collect several into
+    ``torch.utils.benchmark.Compare`` for a table.
+    """
+    from torch.utils import benchmark
+
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=label, sub_label=sub_label,
+                            description=description, num_threads=num_threads or torch.get_num_threads())
+    return timer.blocked_autorange(min_run_time=min_run_time_s)
+
+
+class Stopwatch:
+    """``with Stopwatch(device) as sw: ...`` then ``sw.elapsed_s``: one synchronised wall-clock interval."""
+
+    def __init__(self, device: torch.device | str = "cpu"):
+        self.device = torch.device(device)
+        self.elapsed_s = float("nan")
+
+    def __enter__(self) -> "Stopwatch":
+        synchronize(self.device)
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        synchronize(self.device)
+        self.elapsed_s = time.perf_counter() - self._start
