@@ -25,7 +25,7 @@ def check_image_size(image_size: int, small_input: bool, model: str = "resnet50"
         advice = ("use small_input=True (a 3x3 stride-1 stem without max-pool, for 8-64 px images)" if not small_input
                   else f"use images of at least {SMALL_STEM_STRIDE} px")
         raise ValueError(f"image_size={image_size} px is too small for {model}: it downsamples by {need}, so the "
-                         f"last stage would see less than 1x1 pixel. {advice.capitalize()}.")
+                         f"last stage would see less than 1x1 pixel. {advice[0].upper() + advice[1:]}.")
 
 
 def _small_stem(model: nn.Module) -> nn.Module:

@@ -1,0 +1,49 @@
+"""utils.timing: warm-up, synchronisation, repeat counts and statistics (behaviour, not speed targets)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from utils import timing as T
+
+
+def test_time_fn_warms_up_then_repeats(monkeypatch):
+    calls, syncs = [], []
+    monkeypatch.setattr(T, "synchronize", lambda dev: syncs.append(len(calls)))
+    result = T.time_fn(lambda: calls.append(1), warmup=2, repeats=5)
+    assert len(calls) == 7 and len(result.times_s) == 5 and result.warmup == 2
+    # one sync after the warm-up, then one after every timed call
+    assert syncs == [2, 3, 4, 5, 6, 7]
+
+
+def test_time_fn_statistics():
+    t = T.Timing([0.3, 0.1, 0.2, 10.0], warmup=0)
+    assert t.median_s == pytest.approx(0.25)  # robust to the outlier, unlike the mean
+    assert t.mean_s == pytest.approx(2.65)
+    assert t.min_s == 0.1
+    assert t.per_second(100) == pytest.approx(400)
+    assert "median" in str(t)
+
+
+def test_time_fn_min_time_extends_runs():
+    result = T.time_fn(lambda: sum(range(1000)), warmup=0, repeats=1, min_time_s=0.01)
+    assert sum(result.times_s) >= 0.01 and len(result.times_s) > 1
+
+
+def test_time_fn_validates():
+    with pytest.raises(ValueError):
+        T.time_fn(lambda: None, repeats=0)
+    with pytest.raises(ValueError):
+        T.time_fn(lambda: None, warmup=-1)
+
+
+def test_torch_benchmark_wrapper_returns_a_measurement():
+    x = torch.randn(64, 64)
+    m = T.benchmark_fn(lambda: x @ x, min_run_time_s=0.02, label="mm")
+    assert m.median > 0 and m.label == "mm"
+
+
+def test_stopwatch_measures_an_interval():
+    with T.Stopwatch("cpu") as sw:
+        sum(range(10000))
+    assert 0 < sw.elapsed_s < 5

@@ -1,0 +1,193 @@
+"""utils.training and utils.plotting: the loop learns real data, accumulates exactly, syncs rarely, fails clearly."""
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from utils import training as TR
+from utils.data import load_dataset
+from utils.models import small_cnn
+from utils.plotting import bar_chart, plot_history
+from utils.seeding import seed_everything
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_dataset("digits", image_size=8)
+
+
+def test_fit_learns_digits(digits):
+    seed_everything(0)
+    train, val, _ = digits.loaders(64)
+    model = small_cnn(10, width=16)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    history = TR.fit(model, train, val, opt, "cpu", epochs=3, progress=False, verbose=False)
+    assert len(history) == 3
+    assert history["train_loss"][-1] < history["train_loss"][0]
+    assert history.last["val_accuracy"] > 0.85
+    assert history.best("val_accuracy")["val_accuracy"] >= history.last["val_accuracy"]
+
+
+def test_fit_is_deterministic_with_a_seed(digits):
+    results = []
+    for _ in range(2):
+        seed_everything(1)
+        train, val, _ = digits.loaders(128, seed=1)
+        model = small_cnn(10, width=8)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        results.append(TR.fit(model, train, val, opt, "cpu", 1, progress=False, verbose=False).last)
+    assert results[0]["train_loss"] == results[1]["train_loss"]
+    assert results[0]["val_accuracy"] == results[1]["val_accuracy"]
+
+
+def _linear_data(n=24):
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(n, 5, generator=g), torch.randint(0, 3, (n,), generator=g)
+
+
+def test_accumulation_matches_one_big_batch():
+    x, y = _linear_data(24)
+    torch.manual_seed(0)
+    big = nn.Linear(5, 3)
+    small = nn.Linear(5, 3)
+    small.load_state_dict(big.state_dict())
+    opt_big = torch.optim.SGD(big.parameters(), lr=0.1)
+    opt_small = torch.optim.SGD(small.parameters(), lr=0.1)
+    TR.train_one_epoch(big, DataLoader(TensorDataset(x, y), batch_size=24), opt_big, "cpu", progress=False)
+    stats = TR.train_one_epoch(small, DataLoader(TensorDataset(x, y), batch_size=6), opt_small, "cpu",
+                               accumulation_steps=4, progress=False)
+    assert stats.steps == 1
+    for a, b in zip(big.parameters(), small.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_a_short_last_group_is_normalised_by_its_own_size():
+    x, y = _linear_data(30)  # 5 micro-batches of 6 with k=4: groups of 4 and 1
+    torch.manual_seed(0)
+    ref = nn.Linear(5, 3)
+    acc = nn.Linear(5, 3)
+    acc.load_state_dict(ref.state_dict())
+    opt_ref = torch.optim.SGD(ref.parameters(), lr=0.1)
+    loss_fn = nn.CrossEntropyLoss()
+    for xs, ys in [(x[:24], y[:24]), (x[24:], y[24:])]:
+        opt_ref.zero_grad()
+        loss_fn(ref(xs), ys).backward()
+        opt_ref.step()
+    opt_acc = torch.optim.SGD(acc.parameters(), lr=0.1)
+    stats = TR.train_one_epoch(acc, DataLoader(TensorDataset(x, y), batch_size=6), opt_acc, "cpu",
+                               accumulation_steps=4, progress=False)
+    assert stats.steps == 2
+    for a, b in zip(ref.parameters(), acc.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_accuracy_is_per_sample_with_an_uneven_last_batch():
+    x = torch.zeros(5, 2)
+    y = torch.tensor([0, 0, 0, 0, 1])
+
+    class Constant(nn.Module):  # always predicts class 0
+        def forward(self, inp):
+            return torch.stack([torch.ones(len(inp)), torch.zeros(len(inp))], 1)
+
+    stats = TR.evaluate(Constant(), DataLoader(TensorDataset(x, y), batch_size=4), "cpu")
+    assert stats.accuracy == pytest.approx(0.8)  # batch-averaged would say (1.0 + 0.0) / 2 = 0.5
+    assert stats.samples == 5 and stats.steps == 2
+
+
+def test_evaluate_uses_eval_mode_and_no_graph():
+    seen = {}
+
+    class Probe(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, inp):
+            seen["training"] = self.training
+            seen["grad"] = torch.is_grad_enabled()
+            return self.lin(inp)
+
+    TR.evaluate(Probe(), [(torch.zeros(3, 2), torch.zeros(3, dtype=torch.long))], "cpu")
+    assert seen == {"training": False, "grad": False}
+
+
+def test_logging_reads_the_device_once_per_interval(monkeypatch):
+    x, y = _linear_data(40)
+    model = nn.Linear(5, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    calls = {"item": 0}
+    real_item = torch.Tensor.item
+
+    def counting_item(self):
+        if sys._getframe(1).f_code.co_filename == TR.__file__:  # the loop's reads, not the DataLoader's seeding
+            calls["item"] += 1
+        return real_item(self)
+
+    monkeypatch.setattr(torch.Tensor, "item", counting_item)
+    stats = TR.train_one_epoch(model, DataLoader(TensorDataset(x, y), batch_size=2), opt, "cpu", log_every=5,
+                               progress=False)
+    # 20 steps, a log every 5 -> 4 reads, plus loss and accuracy at the end of the epoch
+    assert calls["item"] == 4 + 2
+    assert [s for s, _ in stats.logged] == [5, 10, 15, 20]
+
+
+def test_clipping_reports_the_norm_and_amp_runs_on_cpu():
+    x, y = _linear_data(16)
+    model = nn.Linear(5, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    stats = TR.train_one_epoch(model, DataLoader(TensorDataset(x, y), batch_size=8), opt, "cpu",
+                               max_grad_norm=1e-3, amp="bf16", progress=False)
+    assert stats.grad_norm is not None and stats.grad_norm > 1e-3
+    assert math.isfinite(stats.loss)
+
+
+def test_resolve_amp():
+    assert TR.resolve_amp(False, "cpu") is None
+    assert TR.resolve_amp(True, "cpu") == torch.bfloat16
+    assert TR.resolve_amp("fp16", "cuda") == torch.float16
+    with pytest.raises(ValueError, match="bf16"):
+        TR.resolve_amp("fp16", "cpu")
+    with pytest.raises(ValueError):
+        TR.resolve_amp("int8", "cpu")
+    assert TR.make_grad_scaler(torch.bfloat16, "cpu") is None
+
+
+def test_bad_arguments_fail_clearly():
+    model = nn.Linear(5, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="accumulation_steps"):
+        TR.train_one_epoch(model, [], opt, "cpu", accumulation_steps=0)
+    with pytest.raises(ValueError, match="no batches"):
+        TR.train_one_epoch(model, [], opt, "cpu", progress=False)
+    with pytest.raises(ValueError, match="epochs"):
+        TR.fit(model, [], None, opt, "cpu", epochs=0)
+
+
+def test_divergence_raises_with_advice():
+    x, y = _linear_data(8)
+    x[0, 0] = float("nan")
+    model = nn.Linear(5, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(FloatingPointError, match="learning rate"):
+        TR.fit(model, DataLoader(TensorDataset(x, y), batch_size=4), None, opt, "cpu", 1, progress=False,
+               verbose=False)
+
+
+def test_plots_draw_curves_and_bars():
+    history = TR.History([{"epoch": 1, "train_loss": 1.0, "val_loss": 1.2, "train_accuracy": 0.5,
+                           "val_accuracy": 0.4},
+                          {"epoch": 2, "train_loss": 0.5, "val_loss": 0.7, "train_accuracy": 0.8,
+                           "val_accuracy": 0.7}])
+    fig = plot_history(history)
+    assert len(fig.axes) == 2 and len(fig.axes[0].lines) == 2
+    with pytest.raises(ValueError):
+        plot_history(TR.History())
+    with pytest.raises(KeyError):
+        plot_history(history, metrics=["f1"])
+    fig = bar_chart(["a", "b"], [1.0, 2.0], ylabel="x", hardware="cpu")
+    assert "cpu" in fig.axes[0].get_title()
