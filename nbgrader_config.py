@@ -19,3 +19,12 @@ c.Execute.timeout = 300
 # A learner's stub must fail loudly, and a crash in one cell must not stop the others from being graded.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# Feedback must never show hidden tests: nbgrader's default feedback prints every test cell in full. The course's
+# preprocessor replaces hidden blocks with a placeholder and redacts output lines that quote them (points and
+# pass/fail are kept). utils is installed in editable mode, so this import works from any course folder.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "utils.grading.RedactHiddenTests",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]
