@@ -34,5 +34,5 @@ RUN chown -R learner:learner /home/learner/course
 
 USER learner
 EXPOSE 8888
-ENTRYPOINT ["jupyter", "lab", "--ip=0.0.0.0", "--port=8888", "--no-browser", "--ServerApp.root_dir=/home/learner/course"]
-CMD ["days/day01"]
+ENTRYPOINT ["jupyter", "lab", "--ip=0.0.0.0", "--port=8888", "--no-browser", "--ServerApp.root_dir=/home/learner/course", \
+            "--ServerApp.default_url=/lab/tree/days/day01"]

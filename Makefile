@@ -20,8 +20,10 @@ $(STAMP): requirements-lock.txt pyproject.toml
 	touch $(STAMP)
 
 ## The main command: set everything up and open the course in JupyterLab (offline, on the bundled dataset).
+# --allow-root only where the shell really is root (containers, CI); learners run as themselves.
 lab: setup
-	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" days/day01
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.default_url=/lab/tree/days/day01 \
+		$(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
 ## The test command (.ci/run calls exactly this): set everything up and run the whole suite.
 test: setup
