@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""The course's training loop (utils.training.train_one_epoch) against a bare PyTorch loop doing the same work.
+
+Same model, data, optimizer and precision; the two loops alternate (interleaved) so that drift of the machine hits
+both; each epoch is timed with device synchronisation; the figure is the ratio of median step times, course/bare.
+Host syncs per step (Tensor.item/.cpu/.tolist/__bool__/__float__, cuda.synchronize) are counted in both loops.
+
+    python benchmarks/loop_overhead.py                      # small CNN and ResNet50 at 32 px
+    python benchmarks/loop_overhead.py --smoke              # seconds, for the test suite
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from common import provenance, write_result
+from utils import training as course
+from utils.environment import pick_device, synchronize
+from utils.models import build_model
+
+SYNC_METHODS = ("item", "cpu", "tolist", "__bool__", "__float__", "__int__")
+BARE_FILE = __file__
+
+
+def bare_train_one_epoch(model: nn.Module, loader, optimizer, device: torch.device, loss_fn) -> None:
+    """What a careful engineer writes by hand: no metrics, no logging, no syncs."""
+    model.train()
+    for images, targets in loader:
+        images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+        loss = loss_fn(model(images), targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+
+@contextmanager
+def count_host_syncs(files: tuple[str, ...]):
+    """Count calls of host-syncing methods made from code in ``files`` (not from DataLoader internals)."""
+    counts = {"n": 0}
+    originals = {m: getattr(torch.Tensor, m) for m in SYNC_METHODS}
+    original_sync = torch.cuda.synchronize
+
+    def wrap(fn):
+        def counted(*args, **kwargs):
+            if sys._getframe(1).f_code.co_filename in files:
+                counts["n"] += 1
+            return fn(*args, **kwargs)
+        return counted
+
+    for m, fn in originals.items():
+        setattr(torch.Tensor, m, wrap(fn))
+    torch.cuda.synchronize = wrap(original_sync)
+    try:
+        yield counts
+    finally:
+        for m, fn in originals.items():
+            setattr(torch.Tensor, m, fn)
+        torch.cuda.synchronize = original_sync
+
+
+def measure(model_name: str, image_size: int, batch_size: int, steps: int, repeats: int, device: torch.device,
+            log_every: int) -> dict:
+    torch.manual_seed(0)
+    n = batch_size * steps
+    data = TensorDataset(torch.randn(n, 3, image_size, image_size), torch.randint(0, 10, (n,)))
+    loader = DataLoader(data, batch_size=batch_size, shuffle=False)
+    loss_fn = nn.CrossEntropyLoss()
+    models = {k: build_model(model_name, 10, image_size=image_size).to(device) for k in ("course", "bare")}
+    models["bare"].load_state_dict(models["course"].state_dict())
+    opts = {k: torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9) for k, m in models.items()}
+
+    def run(kind: str) -> float:
+        synchronize(device)
+        start = time.perf_counter()
+        if kind == "course":
+            course.train_one_epoch(models[kind], loader, opts[kind], device, loss_fn=loss_fn, log_every=log_every,
+                                   progress=False)
+        else:
+            bare_train_one_epoch(models[kind], loader, opts[kind], device, loss_fn)
+        synchronize(device)
+        return (time.perf_counter() - start) / steps
+
+    for kind in ("course", "bare"):  # warm-up: allocator, thread pools, first-call costs
+        run(kind)
+    times: dict[str, list[float]] = {"course": [], "bare": []}
+    for r in range(repeats):
+        order = ("course", "bare") if r % 2 == 0 else ("bare", "course")
+        for kind in order:
+            times[kind].append(run(kind))
+    syncs = {}
+    for kind, files in (("course", (course.__file__,)), ("bare", (BARE_FILE,))):
+        with count_host_syncs(files) as c:
+            run(kind)
+        syncs[kind] = c["n"]
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"model": model_name, "image_size": image_size, "batch_size": batch_size, "steps": steps,
+            "repeats": repeats, "log_every": log_every, "median_step_s": med, "step_times_s": times,
+            "ratio_course_over_bare": med["course"] / med["bare"], "host_syncs_per_epoch": syncs,
+            "log_intervals_per_epoch": steps // log_every,
+            "sync_target_met": syncs["course"] <= steps // log_every + 2}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), for the test suite")
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--out", default=None, help="folder for the JSON result (default: print only)")
+    args = ap.parse_args(argv)
+    device = pick_device(args.device)
+    if args.smoke:
+        configs = [("small_cnn", 16, 16, 6, 2, 3)]
+    else:
+        configs = [("small_cnn", 32, 64, 40, args.repeats or 9, 20), ("resnet50", 32, 32, 8, args.repeats or 7, 4)]
+    results = []
+    for model, size, bs, steps, repeats, log_every in configs:
+        res = measure(model, size, bs, steps, args.repeats or repeats, device, log_every)
+        results.append(res)
+        print(f"{model:<10} {size:>3}px bs={bs:<3} median step: course {res['median_step_s']['course'] * 1e3:8.2f} ms"
+              f" | bare {res['median_step_s']['bare'] * 1e3:8.2f} ms | ratio course/bare "
+              f"{res['ratio_course_over_bare']:.3f} | host syncs per epoch of {steps} steps: course "
+              f"{res['host_syncs_per_epoch']['course']} ({res['log_intervals_per_epoch']} log intervals + 2 at the "
+              f"end), bare {res['host_syncs_per_epoch']['bare']}")
+    payload = {"benchmark": "loop_overhead", "provenance": provenance(device), "results": results,
+               "target": "ratio <= 1.03 and at most one host sync per logging interval (plus 2 at epoch end)"}
+    path = write_result(f"loop_overhead_{device.type}", payload, args.out)
+    if path:
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
