@@ -1,0 +1,190 @@
+"""Checkpoints that survive crashes and resume exactly.
+
+- :func:`atomic_save` writes to a temporary file in the same folder, flushes it to disk, then ``os.replace``\\ s it
+  over the target: a crash at any moment leaves either the old checkpoint or the new one, never half a file.
+  The previous checkpoint is kept as ``<name>.prev`` so a bad new one can be rolled back.
+- :func:`load_checkpoint` turns a corrupt or mismatched file into an error that says what is wrong.
+- :func:`capture_rng_state` / :func:`restore_rng_state` cover Python, NumPy and torch (CPU and CUDA) generators.
+- :class:`ResumableSampler` shuffles per epoch from a seed and can skip the samples already consumed, so a resumed
+  run sees exactly the batches the uninterrupted run would have seen.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import Sampler
+
+FORMAT_VERSION = 1
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, corrupt, or does not fit the model it is loaded into."""
+
+
+def atomic_save(obj: Any, path: str | os.PathLike, keep_previous: bool = True) -> Path:
+    """``torch.save(obj)`` to ``path`` atomically. Returns the path.
+
+    The temporary file lives in the destination folder because ``os.replace`` is atomic only within one file
+    system. With ``keep_previous`` the old file is first hard-linked (or copied) to ``<path>.prev``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        if keep_previous and path.exists():
+            _keep_previous(path)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _keep_previous(path: Path) -> None:
+    """Make ``<path>.prev`` the current file without ever removing ``path`` (a hard link, or a copy)."""
+    prev = path.with_name(path.name + ".prev")
+    staged = path.with_name(f".{path.name}.prev.tmp")
+    staged.unlink(missing_ok=True)
+    try:
+        os.link(path, staged)
+    except OSError:
+        shutil.copy2(path, staged)
+    os.replace(staged, prev)
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Load a checkpoint written by :func:`atomic_save`, with clear errors for missing and corrupt files."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"no checkpoint at {path}: start from scratch, or point to an existing file")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=False)
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as e:
+        prev = path.with_name(path.name + ".prev")
+        hint = f" The previous checkpoint {prev} may still be good." if prev.exists() else ""
+        raise CheckpointError(f"checkpoint {path} is corrupt or truncated ({type(e).__name__}: {e}).{hint}") from e
+    if not isinstance(state, dict) or "model" not in state:
+        raise CheckpointError(f"{path} is not a training checkpoint (expected a dict with a 'model' entry)")
+    return state
+
+
+def load_model_state(model: nn.Module, state_dict: dict[str, torch.Tensor], source: str = "checkpoint") -> None:
+    """``model.load_state_dict`` with a readable error listing missing, unexpected and mis-shaped entries."""
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state_dict))
+    unexpected = sorted(set(state_dict) - set(own))
+    shapes = [f"{k}: {tuple(state_dict[k].shape)} in {source}, {tuple(v.shape)} in the model"
+              for k, v in own.items() if k in state_dict and tuple(state_dict[k].shape) != tuple(v.shape)]
+    if missing or unexpected or shapes:
+        parts = []
+        if missing:
+            parts.append(f"missing {len(missing)} (e.g. {missing[:3]})")
+        if unexpected:
+            parts.append(f"unexpected {len(unexpected)} (e.g. {unexpected[:3]})")
+        if shapes:
+            parts.append(f"{len(shapes)} with another shape (e.g. {shapes[:2]})")
+        raise CheckpointError(f"{source} does not match this model: " + "; ".join(parts) +
+                              ". Was it saved from another architecture or number of classes?")
+    model.load_state_dict(state_dict)
+
+
+def capture_rng_state() -> dict[str, Any]:
+    """Every random generator's state: Python, NumPy, torch CPU and (if present) every CUDA device."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class ResumableSampler(Sampler[int]):
+    """Random order per epoch, from ``seed + epoch``; ``skip(n)`` drops the first ``n`` samples of this epoch.
+
+    Call ``set_epoch(epoch)`` before each epoch (as with DistributedSampler). Its position is the loop's business:
+    the loop counts the samples it has consumed and stores them in the checkpoint; after a resume,
+    ``set_epoch(e)`` then ``skip(consumed)`` continues exactly where the interrupted run stopped.
+    """
+
+    def __init__(self, num_samples: int, seed: int = 0):
+        if num_samples <= 0:
+            raise ValueError(f"num_samples must be positive, got {num_samples}")
+        self.num_samples = num_samples
+        self.seed = seed
+        self.epoch = 0
+        self.start = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.start = 0
+
+    def skip(self, consumed: int) -> None:
+        if not 0 <= consumed <= self.num_samples:
+            raise ValueError(f"cannot skip {consumed} of {self.num_samples} samples")
+        self.start = consumed
+
+    def __iter__(self) -> Iterator[int]:
+        g = torch.Generator().manual_seed(self.seed + self.epoch)
+        order = torch.randperm(self.num_samples, generator=g).tolist()
+        return iter(order[self.start:])
+
+    def __len__(self) -> int:
+        return self.num_samples - self.start
+
+    def state_dict(self) -> dict[str, int]:
+        return {"seed": self.seed, "epoch": self.epoch}
+
+
+def training_state(model: nn.Module, optimizer: torch.optim.Optimizer, *, step: int, epoch: int,
+                   samples_in_epoch: int, scheduler: Any = None, scaler: Any = None,
+                   extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything exact resume needs, as one dict for :func:`atomic_save`."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+        "scaler": scaler.state_dict() if scaler is not None else None,
+        "rng": capture_rng_state(),
+        "step": step,
+        "epoch": epoch,
+        "samples_in_epoch": samples_in_epoch,
+        "extra": extra or {},
+    }
+
+
+def restore_training_state(state: dict[str, Any], model: nn.Module, optimizer: torch.optim.Optimizer,
+                           scheduler: Any = None, scaler: Any = None) -> dict[str, int]:
+    """Load what :func:`training_state` saved into live objects; returns ``{step, epoch, samples_in_epoch}``."""
+    if state.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"checkpoint format {state.get('format_version')!r}, this code reads {FORMAT_VERSION}")
+    load_model_state(model, state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    if scheduler is not None:
+        if state["scheduler"] is None:
+            raise CheckpointError("the checkpoint has no scheduler state, but a scheduler was given")
+        scheduler.load_state_dict(state["scheduler"])
+    if scaler is not None and state["scaler"] is not None:
+        scaler.load_state_dict(state["scaler"])
+    restore_rng_state(state["rng"])
+    return {"step": state["step"], "epoch": state["epoch"], "samples_in_epoch": state["samples_in_epoch"]}
