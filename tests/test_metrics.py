@@ -1,0 +1,79 @@
+"""utils.metrics: confusion matrix convention (rows = true) and every metric, checked against scikit-learn."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import confusion_matrix as sk_confusion
+from sklearn.metrics import precision_recall_fscore_support
+from torch import nn
+
+from utils.metrics import classification_report, collect_predictions, confusion_matrix
+
+
+def _random_preds(n=300, c=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    targets = torch.randint(0, c, (n,), generator=g)
+    preds = torch.where(torch.rand(n, generator=g) < 0.6, targets, torch.randint(0, c, (n,), generator=g))
+    return preds, targets
+
+
+def test_confusion_rows_are_true_classes():
+    cm = confusion_matrix(torch.tensor([1, 1, 2]), torch.tensor([0, 1, 1]), 3)
+    assert cm.tolist() == [[0, 1, 0], [0, 1, 1], [0, 0, 0]]
+    assert cm.dtype == torch.int64
+
+
+def test_confusion_matches_sklearn_and_keeps_absent_classes():
+    preds, targets = _random_preds(c=4)
+    cm = confusion_matrix(preds, targets, 6)
+    assert cm.shape == (6, 6) and cm[4:].sum() == 0
+    np.testing.assert_array_equal(cm.numpy(), sk_confusion(targets, preds, labels=range(6)))
+
+
+def test_confusion_rejects_bad_input():
+    with pytest.raises(ValueError, match="same number"):
+        confusion_matrix(torch.tensor([0, 1]), torch.tensor([0]), 2)
+    with pytest.raises(ValueError, match="outside"):
+        confusion_matrix(torch.tensor([0, 3]), torch.tensor([0, 1]), 3)
+
+
+@pytest.mark.parametrize("average", ["macro", "weighted", "micro"])
+def test_report_matches_sklearn(average):
+    preds, targets = _random_preds()
+    r = classification_report(confusion_matrix(preds, targets, 5))
+    p, rc, f, _ = precision_recall_fscore_support(targets, preds, average=average, zero_division=0)
+    got = getattr(r, average)
+    assert got["precision"] == pytest.approx(p) and got["recall"] == pytest.approx(rc)
+    assert got["f1"] == pytest.approx(f)
+
+
+def test_report_per_class_and_zero_division():
+    cm = torch.tensor([[3, 1, 0], [2, 2, 0], [0, 0, 0]])  # class 2 never occurs and is never predicted
+    r = classification_report(cm)
+    assert r.precision.tolist() == pytest.approx([3 / 5, 2 / 3, 0.0])
+    assert r.recall.tolist() == pytest.approx([3 / 4, 2 / 4, 0.0])
+    assert r.accuracy == pytest.approx(5 / 8)
+    assert r.micro["f1"] == pytest.approx(r.accuracy)
+    assert torch.equal(r.per_class_accuracy, r.recall)
+    assert r.support.tolist() == [4, 4, 0]
+
+
+class _DropoutNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.9)
+
+    def forward(self, x):
+        return self.drop(x)
+
+
+def test_collect_predictions_uses_eval_mode_and_restores_it():
+    model = _DropoutNet().train()
+    x = torch.randn(10, 3)
+    loader = [(x[:6], torch.zeros(6)), (x[6:], torch.ones(4))]
+    p = collect_predictions(model, loader, "cpu")
+    assert torch.equal(p.logits, x)  # dropout off
+    assert p.targets.tolist() == [0] * 6 + [1] * 4 and p.targets.dtype == torch.int64
+    assert model.training
+    assert p.preds.tolist() == x.argmax(1).tolist()

@@ -1,0 +1,138 @@
+"""Classification metrics from a confusion matrix (Day 28 onwards).
+
+Convention everywhere in the course (the same as scikit-learn's and torchmetrics'): ``cm[i, j]`` counts the samples
+whose **true** class is ``i`` (row) and whose **predicted** class is ``j`` (column). So a row sum is the class's
+support (how many samples truly belong to it) and a column sum is how often the model predicted it:
+
+* recall_c    = cm[c, c] / row_sum_c     (of the true c, how many were found; also "per-class accuracy")
+* precision_c = cm[c, c] / column_sum_c  (of the predicted c, how many were right)
+
+A class with no support (or never predicted) gets 0 for the undefined ratio, as scikit-learn's
+``zero_division=0``. All results are plain floats or float64 tensors (fractions in [0, 1], not percentages).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import torch
+from torch import nn
+
+from .environment import synchronize
+
+
+def confusion_matrix(preds: torch.Tensor, targets: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """``num_classes x num_classes`` int64 counts, rows = true class, columns = predicted class.
+
+    One ``bincount`` on the device of the inputs; ``num_classes`` is explicit so that a class that never occurs
+    still has its row and column."""
+    preds = torch.as_tensor(preds).reshape(-1).long()
+    targets = torch.as_tensor(targets).reshape(-1).long()
+    if preds.shape != targets.shape:
+        raise ValueError(f"preds and targets need the same number of elements, got {preds.numel()} and "
+                         f"{targets.numel()}")
+    if num_classes < 1:
+        raise ValueError(f"num_classes must be >= 1, got {num_classes}")
+    for name, t in (("preds", preds), ("targets", targets)):
+        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= num_classes):
+            raise ValueError(f"{name} holds a class outside [0, {num_classes - 1}]")
+    flat = targets * num_classes + preds
+    return torch.bincount(flat, minlength=num_classes * num_classes).reshape(num_classes, num_classes)
+
+
+def _safe_div(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
+    return torch.where(den > 0, num / den.clamp(min=1), torch.zeros_like(num))
+
+
+@dataclass
+class ClassificationReport:
+    """Every metric of a confusion matrix. Per-class tensors are float64 of length ``num_classes``."""
+
+    confusion: torch.Tensor
+    accuracy: float
+    precision: torch.Tensor
+    recall: torch.Tensor
+    f1: torch.Tensor
+    support: torch.Tensor
+    macro: dict[str, float]
+    weighted: dict[str, float]
+    micro: dict[str, float]
+
+    @property
+    def per_class_accuracy(self) -> torch.Tensor:
+        """The seed's ``acc_per_class``: diag / row sums, which *is* the recall."""
+        return self.recall
+
+    def as_dict(self) -> dict[str, object]:
+        return {"accuracy": self.accuracy, "precision": self.precision.tolist(), "recall": self.recall.tolist(),
+                "f1": self.f1.tolist(), "support": self.support.tolist(), "macro": self.macro,
+                "weighted": self.weighted, "micro": self.micro}
+
+
+def classification_report(cm: torch.Tensor) -> ClassificationReport:
+    """All metrics from one confusion matrix (rows = true, columns = predicted), computed once, on the CPU."""
+    cm = torch.as_tensor(cm).detach().to("cpu", torch.float64)
+    if cm.ndim != 2 or cm.shape[0] != cm.shape[1]:
+        raise ValueError(f"a confusion matrix is square, got shape {tuple(cm.shape)}")
+    tp = cm.diag()
+    support = cm.sum(dim=1)          # true count per class (row sums)
+    predicted = cm.sum(dim=0)        # predicted count per class (column sums)
+    total = cm.sum()
+    precision = _safe_div(tp, predicted)
+    recall = _safe_div(tp, support)
+    f1 = _safe_div(2 * precision * recall, precision + recall)
+    accuracy = float(tp.sum() / total) if total > 0 else 0.0
+    weights = support / total if total > 0 else torch.zeros_like(support)
+    macro = {"precision": float(precision.mean()), "recall": float(recall.mean()), "f1": float(f1.mean())}
+    weighted = {"precision": float((precision * weights).sum()), "recall": float((recall * weights).sum()),
+                "f1": float((f1 * weights).sum())}
+    # Micro: pool every sample. In single-label multiclass, sum(FP) == sum(FN), so all three equal the accuracy.
+    micro_p = float(_safe_div(tp.sum(), predicted.sum()))
+    micro_r = float(_safe_div(tp.sum(), support.sum()))
+    micro_f1 = 2 * micro_p * micro_r / (micro_p + micro_r) if micro_p + micro_r > 0 else 0.0
+    micro = {"precision": micro_p, "recall": micro_r, "f1": micro_f1}
+    return ClassificationReport(cm.long(), accuracy, precision, recall, f1, support.long(), macro, weighted, micro)
+
+
+@dataclass
+class Predictions:
+    """Everything one pass over a loader produced, on the CPU, in the loader's order."""
+
+    logits: torch.Tensor   # (N, C) float32
+    targets: torch.Tensor  # (N,) int64
+
+    @property
+    def preds(self) -> torch.Tensor:
+        return self.logits.argmax(dim=1)
+
+    @property
+    def probs(self) -> torch.Tensor:
+        return self.logits.softmax(dim=1)
+
+    @property
+    def num_classes(self) -> int:
+        return self.logits.shape[1]
+
+    def confusion(self) -> torch.Tensor:
+        return confusion_matrix(self.preds, self.targets, self.num_classes)
+
+
+def collect_predictions(model: nn.Module, loader: Iterable, device: torch.device | str) -> Predictions:
+    """Logits and targets for every sample of ``loader`` (use an unshuffled loader to keep dataset order),
+    computed in eval mode under ``torch.inference_mode``. The model's train/eval mode is restored afterwards."""
+    dev = torch.device(device)
+    was_training = model.training
+    model.eval()
+    logits: list[torch.Tensor] = []
+    targets: list[torch.Tensor] = []
+    try:
+        with torch.inference_mode():
+            for images, labels in loader:
+                logits.append(model(images.to(dev)).float().cpu())
+                targets.append(torch.as_tensor(labels).cpu())
+        synchronize(dev)
+    finally:
+        model.train(was_training)
+    if not logits:
+        raise ValueError("the loader yielded no batches")
+    return Predictions(torch.cat(logits), torch.cat(targets).long())
