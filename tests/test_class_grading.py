@@ -1,0 +1,113 @@
+"""Grading at class scale: 30 synthetic submissions of one day (blank, correct, partly wrong, and broken in the ways
+real submissions break), autograded in one batch at smoke size, checked against expected scores and the CSV."""
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, record_timing
+from grading import make_course_copy, nbgrader
+from utils.grading import grade_class
+
+DAY = "day01"
+POINTS = {"choose_device": 2, "visible_devices": 3, "parse_torch_version": 2}
+FULL = sum(POINTS.values())
+
+
+def _cell_with(nb: dict, text: str) -> dict:
+    return next(c for c in nb["cells"] if text in "".join(c["source"]))
+
+
+def _edit(nb: dict, marker: str, old: str, new: str) -> dict:
+    nb = copy.deepcopy(nb)
+    cell = _cell_with(nb, marker)
+    src = "".join(cell["source"])
+    assert old in src, f"{old!r} not in the {marker} cell"
+    cell["source"] = src.replace(old, new)
+    return nb
+
+
+def variants(solution: dict) -> dict[str, tuple[dict | str, float | None]]:
+    """name -> (notebook JSON or raw text, expected score; None: must fail with a clear message)."""
+    wrong_visible = _edit(solution, "def visible_devices",
+                          "if index < 0 or index >= physical_count or index in visible:\n            break",
+                          "if index < 0 or index >= physical_count:\n            continue")
+    wrong_parse = _edit(solution, "def parse_torch_version", "cuda = (int(digits[:-1]), int(digits[-1]))",
+                        "cuda = (int(digits[0]), int(digits[1:]))")
+    wrong_order = _edit(solution, "def choose_device",
+                        'if cuda_available:\n            return "cuda"\n        return "mps" if mps_available else "cpu"',
+                        'if mps_available:\n            return "mps"\n        return "cuda" if cuda_available else "cpu"')
+    deleted = copy.deepcopy(solution)
+    deleted["cells"] = [c for c in deleted["cells"]
+                        if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") != "day01_visible_devices_tests"]
+    duplicated = copy.deepcopy(solution)
+    i = next(i for i, c in enumerate(duplicated["cells"])
+             if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "day01_choose_device")
+    twin = copy.deepcopy(duplicated["cells"][i])
+    twin["id"] = "a-pasted-copy"
+    duplicated["cells"].insert(i + 1, twin)
+    looping = _edit(solution, "def choose_device", "def choose_device(", "while True:\n    pass\n\ndef choose_device(")
+    return {
+        "wrong_visible": (wrong_visible, FULL - POINTS["visible_devices"]),
+        "wrong_parse": (wrong_parse, FULL - POINTS["parse_torch_version"]),
+        "wrong_order": (wrong_order, FULL - POINTS["choose_device"]),
+        "deleted_test_cell": (deleted, FULL - POINTS["visible_devices"]),  # a deleted test cell scores 0
+        "duplicated_grade_id": (duplicated, FULL),
+        "infinite_loop": (looping, FULL - POINTS["choose_device"]),  # interrupted at the timeout
+        "invalid_json": ('{"cells": [ this is not json', None),
+    }
+
+
+def build_class(solution: dict, blank: dict, n_blank: int, n_correct: int) -> dict[str, tuple[dict | str, float | None]]:
+    students: dict[str, tuple[dict | str, float | None]] = {}
+    for i in range(n_blank):
+        students[f"blank{i:02d}"] = (blank, 0.0)
+    for i in range(n_correct):
+        students[f"correct{i:02d}"] = (solution, float(FULL))
+    students.update(variants(solution))
+    return students
+
+
+@pytest.mark.notebooks
+def test_thirty_submissions_grade_as_expected(tmp_path: Path):
+    src = next((ROOT / "solutions" / DAY).glob("*.ipynb"))
+    solution = json.loads(src.read_text())
+    blank = json.loads((ROOT / "days" / DAY / src.name).read_text())
+    students = build_class(solution, blank, n_blank=11, n_correct=12)
+    assert len(students) == 30
+    course = make_course_copy(tmp_path / "course", days=[DAY])
+    nbgrader(course, "generate_assignment", DAY, "--force", "--log-level=WARN")
+    for name, (nb, _) in students.items():
+        folder = course / "submitted" / name / DAY
+        folder.mkdir(parents=True)
+        (folder / src.name).write_text(nb if isinstance(nb, str) else json.dumps(nb))
+
+    start = time.perf_counter()
+    log: list[str] = []
+    # A short per-cell limit so the infinite loop costs a minute, not the configured five.
+    outcomes = {o.student: o for o in grade_class(course, DAY, cell_timeout_s=60, log=log.append)}
+    elapsed = time.perf_counter() - start
+    record_timing("autograde x30", DAY, elapsed)
+    assert outcomes["invalid_json"].status == "rejected" and "not a valid notebook" in outcomes["invalid_json"].message
+    assert (course / "rejected" / "invalid_json" / DAY / "REJECTED.txt").is_file()
+    assert any("duplicated_grade_id" in line and "pasted copy" in line for line in log), log
+    assert all(o.status == "graded" for name, o in outcomes.items() if name != "invalid_json"), \
+        [(o.student, o.message) for o in outcomes.values() if o.status == "failed"]
+    nbgrader(course, "export", "--to", "grades.csv")
+    with open(course / "grades.csv") as f:
+        rows = {r["student_id"]: r for r in csv.DictReader(f)}
+    for name, (_, expected) in students.items():
+        if expected is None:
+            assert name not in rows or float(rows[name]["raw_score"] or 0) == 0, rows.get(name)
+            continue
+        assert name in rows, f"{name} missing from the CSV"
+        assert float(rows[name]["raw_score"]) == expected, f"{name}: {rows[name]['raw_score']} != {expected}"
+        assert float(rows[name]["max_score"]) == FULL
+        assert outcomes[name].score == expected
+    per_submission = elapsed / (len(students) - 1)
+    print(f"autograded {len(students)} submissions in {elapsed:.0f} s: {per_submission:.1f} s per submission")
