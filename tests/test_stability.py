@@ -1,0 +1,58 @@
+"""Tests of utils.stability: the non-finite loss guard."""
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from utils.stability import NonFiniteError, check_finite, nonfinite_parameters
+
+
+def test_finite_loss_passes_and_returns_its_value():
+    assert check_finite(torch.tensor(1.5), step=3) == pytest.approx(1.5)
+    assert check_finite(0.25, step=0) == pytest.approx(0.25)
+    assert check_finite(torch.tensor([1.0, 3.0]), step=1) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_nonfinite_loss_raises_naming_the_step(bad):
+    with pytest.raises(NonFiniteError, match="at step 17") as info:
+        check_finite(torch.tensor(bad), step=17, context="train loss")
+    assert isinstance(info.value, FloatingPointError)
+    assert info.value.step == 17
+    assert math.isnan(info.value.value) if math.isnan(bad) else info.value.value == bad
+    assert "train loss" in str(info.value)
+
+
+def test_one_bad_element_is_enough():
+    with pytest.raises(NonFiniteError):
+        check_finite(torch.tensor([1.0, float("nan"), 2.0]), step=0)
+
+
+def test_every_skips_steps_without_reading_the_loss():
+    assert check_finite(torch.tensor(float("nan")), step=5, every=10) is None
+    with pytest.raises(NonFiniteError):
+        check_finite(torch.tensor(float("nan")), step=10, every=10)
+    with pytest.raises(ValueError):
+        check_finite(1.0, step=0, every=0)
+
+
+def test_the_message_names_parameters_with_nonfinite_gradients():
+    model = nn.Sequential(nn.Linear(3, 2), nn.ReLU(), nn.Linear(2, 1))
+    model(torch.randn(4, 3)).sum().backward()
+    assert nonfinite_parameters(model) == []
+    model[2].weight.grad[0, 0] = float("inf")
+    assert nonfinite_parameters(model) == ["2.weight (grad)"]
+    with torch.no_grad():
+        model[0].bias[1] = float("nan")
+    assert nonfinite_parameters(model) == ["0.bias (value)", "2.weight (grad)"]
+    assert nonfinite_parameters(model, grads=False) == ["0.bias (value)"]
+    with pytest.raises(NonFiniteError, match=r"2\.weight \(grad\)") as info:
+        check_finite(torch.tensor(float("nan"), requires_grad=True), step=2, model=model)
+    assert info.value.bad_parameters == ["0.bias (value)", "2.weight (grad)"]
+
+
+def test_parameters_without_gradients_are_skipped():
+    model = nn.Linear(2, 2)
+    assert model.weight.grad is None
+    assert nonfinite_parameters(model) == []

@@ -1,0 +1,242 @@
+"""Monitoring: sample GPU (NVML) or CPU/RAM (psutil) usage in a background thread while code runs.
+
+    from utils.monitoring import Monitor
+    with Monitor(interval_s=0.1) as mon:
+        fit(...)
+    df = mon.as_dict()            # columns: t_s, gpu_util_pct, gpu_mem_used_bytes, ... per sample
+
+On a machine with an NVIDIA driver the monitor reads NVML (the library behind ``nvidia-smi``, through the
+``nvidia-ml-py`` package, imported as ``pynvml``): GPU utilisation, memory, temperature and power. Without one it
+falls back to psutil and records only CPU and RAM, so the same notebook runs everywhere.
+
+Units: seconds, percent (0-100), bytes, degrees Celsius, watts. ``None`` means "not measured by this backend".
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Callable, Protocol
+
+import psutil
+
+
+@dataclass
+class Sample:
+    """One reading. ``t_s`` counts seconds since the monitor started; GPU fields are ``None`` on the CPU backend."""
+
+    t_s: float
+    cpu_util_pct: float | None = None          # whole machine, average over all cores, 0-100
+    process_cpu_pct: float | None = None       # this Python process; can exceed 100 with several threads
+    ram_used_bytes: int | None = None          # whole machine
+    process_rss_bytes: int | None = None       # resident memory of this process
+    gpu_util_pct: float | None = None          # NVML "GPU-Util": % of the sample period in which a kernel ran
+    gpu_mem_util_pct: float | None = None      # NVML: % of the period in which device memory was read/written
+    gpu_mem_used_bytes: int | None = None      # device memory in use by all processes (what nvidia-smi shows)
+    gpu_mem_total_bytes: int | None = None
+    gpu_temperature_c: float | None = None
+    gpu_power_w: float | None = None
+
+
+class Reader(Protocol):
+    """A source of readings: returns the non-time fields of a :class:`Sample` as a dict."""
+
+    name: str
+
+    def read(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+class PsutilReader:
+    """CPU and RAM through psutil: works on every OS, needs no GPU."""
+
+    name = "psutil"
+
+    def __init__(self) -> None:
+        self._proc = psutil.Process()
+        psutil.cpu_percent(interval=None)          # the first call only primes the counters
+        self._proc.cpu_percent(interval=None)
+
+    def read(self) -> dict[str, Any]:
+        vm = psutil.virtual_memory()
+        return {"cpu_util_pct": psutil.cpu_percent(interval=None),
+                "process_cpu_pct": self._proc.cpu_percent(interval=None),
+                "ram_used_bytes": int(vm.total - vm.available),
+                "process_rss_bytes": int(self._proc.memory_info().rss)}
+
+    def close(self) -> None:
+        pass
+
+
+class NVMLReader(PsutilReader):
+    """NVML (``pynvml``) for one GPU, plus the psutil CPU/RAM fields. Raises ``RuntimeError`` without a driver."""
+
+    name = "nvml"
+
+    def __init__(self, device_index: int = 0) -> None:
+        super().__init__()
+        try:
+            import pynvml
+        except ImportError as e:  # pragma: no cover - nvidia-ml-py is in the course's requirements
+            raise RuntimeError("nvidia-ml-py is not installed: pip install nvidia-ml-py") from e
+        try:
+            pynvml.nvmlInit()
+        except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+            raise RuntimeError(f"NVML is not usable here (no NVIDIA driver?): {e}") from e
+        self._nvml = pynvml
+        try:
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+        except Exception as e:
+            pynvml.nvmlShutdown()
+            raise RuntimeError(f"NVML has no GPU {device_index}: {e}") from e
+
+    def _try(self, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception:  # a field not supported on this GPU (e.g. power on some laptop GPUs)
+            return None
+
+    def read(self) -> dict[str, Any]:
+        nv, h = self._nvml, self._handle
+        out = super().read()
+        util = self._try(lambda: nv.nvmlDeviceGetUtilizationRates(h))
+        mem = self._try(lambda: nv.nvmlDeviceGetMemoryInfo(h))
+        power_mw = self._try(lambda: nv.nvmlDeviceGetPowerUsage(h))
+        out.update(
+            gpu_util_pct=None if util is None else float(util.gpu),
+            gpu_mem_util_pct=None if util is None else float(util.memory),
+            gpu_mem_used_bytes=None if mem is None else int(mem.used),
+            gpu_mem_total_bytes=None if mem is None else int(mem.total),
+            gpu_temperature_c=self._try(lambda: float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))),
+            gpu_power_w=None if power_mw is None else power_mw / 1000.0,   # NVML reports milliwatts
+        )
+        return out
+
+    def close(self) -> None:
+        try:
+            self._nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def nvml_available(device_index: int = 0) -> bool:
+    """True when NVML can open GPU ``device_index`` (an NVIDIA driver is loaded and the GPU exists)."""
+    try:
+        NVMLReader(device_index).close()
+        return True
+    except RuntimeError:
+        return False
+
+
+def make_reader(backend: str = "auto", device_index: int = 0) -> Reader:
+    """``"nvml"``, ``"psutil"``, or ``"auto"`` (NVML when it works, else psutil)."""
+    key = backend.strip().lower()
+    if key == "psutil":
+        return PsutilReader()
+    if key == "nvml":
+        return NVMLReader(device_index)
+    if key == "auto":
+        try:
+            return NVMLReader(device_index)
+        except RuntimeError:
+            return PsutilReader()
+    raise ValueError(f"backend must be 'auto', 'nvml' or 'psutil', got {backend!r}")
+
+
+class Monitor:
+    """Sample a :class:`Reader` every ``interval_s`` seconds in a daemon thread between :meth:`start` and
+    :meth:`stop` (or inside ``with Monitor() as mon:``). One sample is also taken at start and at stop, so even a
+    run shorter than the interval has two points.
+
+    Sampling costs a few hundred microseconds of CPU per reading; 0.05-1 s intervals are cheap. Note that NVML
+    itself averages utilisation over its own window (1/6 s to 1 s depending on the GPU), so sampling faster than
+    about 0.1 s repeats values rather than resolving finer detail.
+    """
+
+    def __init__(self, interval_s: float = 0.1, backend: str = "auto", device_index: int = 0,
+                 reader: Reader | None = None) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"interval_s must be > 0 seconds, got {interval_s}")
+        self.interval_s = float(interval_s)
+        self._backend, self._device_index = backend, device_index
+        self._reader = reader
+        self.samples: list[Sample] = []
+        self.marks: list[tuple[float, str]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def backend(self) -> str:
+        """``"nvml"`` or ``"psutil"`` once started (``"not started"`` before)."""
+        return self._reader.name if self._reader is not None else "not started"
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _take(self) -> None:
+        values = self._reader.read()  # type: ignore[union-attr]
+        with self._lock:
+            self.samples.append(Sample(t_s=time.perf_counter() - self._t0, **values))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._take()
+
+    def start(self) -> "Monitor":
+        if self.running:
+            raise RuntimeError("the monitor is already running")
+        if self._reader is None:
+            self._reader = make_reader(self._backend, self._device_index)
+        self.samples, self.marks = [], []
+        self._stop.clear()
+        self._t0 = time.perf_counter()
+        self._take()
+        self._thread = threading.Thread(target=self._loop, name="utils.monitoring", daemon=True)
+        self._thread.start()
+        return self
+
+    def mark(self, label: str) -> None:
+        """Record an event (e.g. ``"epoch 2"``) at the current time, to annotate plots."""
+        self.marks.append((time.perf_counter() - self._t0, label))
+
+    def stop(self) -> list[Sample]:
+        """Stop sampling (takes a last sample) and return the samples."""
+        if self._thread is None:
+            raise RuntimeError("the monitor was not started")
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+        self._take()
+        if self._reader is not None:
+            self._reader.close()
+        return self.samples
+
+    def __enter__(self) -> "Monitor":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._thread is not None:
+            self.stop()
+
+    def as_dict(self) -> dict[str, list]:
+        """Column-wise samples: ``{"t_s": [...], "cpu_util_pct": [...], ...}`` (ready for ``pandas.DataFrame``)."""
+        with self._lock:
+            rows = [asdict(s) for s in self.samples]
+        return {f.name: [r[f.name] for r in rows] for f in fields(Sample)}
+
+    def summary(self) -> dict[str, float]:
+        """Mean and max of every field that was measured (``None`` fields are skipped), e.g. ``gpu_util_pct_mean``."""
+        out: dict[str, float] = {"samples": float(len(self.samples)),
+                                 "duration_s": self.samples[-1].t_s if self.samples else 0.0}
+        for name, values in self.as_dict().items():
+            if name == "t_s":
+                continue
+            measured = [float(v) for v in values if v is not None]
+            if measured:
+                out[f"{name}_mean"] = sum(measured) / len(measured)
+                out[f"{name}_max"] = max(measured)
+        return out

@@ -1,0 +1,80 @@
+"""Numerical stability guards: stop training at the first non-finite loss, with a message that names the step.
+
+A ``nan`` or ``inf`` loss never recovers: one non-finite gradient makes every weight it touches non-finite after
+``optimizer.step()``, and a loop that keeps going only burns compute. :func:`check_finite` turns the first one into
+a :class:`NonFiniteError` (a ``FloatingPointError``) that says at which step it happened, what the value was, and,
+when given the model, which parameters already hold non-finite gradients or values.
+
+Cost: the check reads the loss on the host, which on a GPU is one device synchronisation per call. Call it every
+step while debugging, or every ``N`` steps (see ``every``) in production.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import torch
+from torch import nn
+
+__all__ = ["NonFiniteError", "nonfinite_parameters", "check_finite"]
+
+
+class NonFiniteError(FloatingPointError):
+    """Raised by :func:`check_finite`. ``step`` is the training step (as counted by the caller), ``value`` the
+    offending loss as a float, ``bad_parameters`` the names of parameters with non-finite gradients or values."""
+
+    def __init__(self, message: str, *, step: int, value: float, bad_parameters: Iterable[str] = ()):
+        super().__init__(message)
+        self.step = step
+        self.value = value
+        self.bad_parameters = list(bad_parameters)
+
+
+def nonfinite_parameters(model: nn.Module, *, grads: bool = True, values: bool = True) -> list[str]:
+    """Names of ``model``'s parameters whose gradient (``grads``) or value (``values``) contains nan or inf.
+
+    Parameters without a gradient are skipped for the gradient check. Returns ``[]`` when everything is finite.
+    """
+    bad: list[str] = []
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if values and not bool(torch.isfinite(param).all()):
+                bad.append(f"{name} (value)")
+            elif grads and param.grad is not None and not bool(torch.isfinite(param.grad).all()):
+                bad.append(f"{name} (grad)")
+    return bad
+
+
+def check_finite(loss: torch.Tensor | float, step: int, model: nn.Module | None = None, *, every: int = 1,
+                 context: str = "loss") -> float | None:
+    """Raise :class:`NonFiniteError` if ``loss`` (a tensor of any shape, or a float) has a nan or inf element.
+
+    Args:
+        loss: the loss of this step (before or after ``backward()``).
+        step: the step counter to name in the message (0-based or 1-based: say which in ``context`` if it matters).
+        model: optional; when given, the message lists the parameters with non-finite gradients or values.
+        every: only check when ``step % every == 0`` (each check costs a host synchronisation on a GPU).
+        context: what ``loss`` is, for the message (e.g. ``"train loss"``).
+
+    Returns:
+        the loss as a float (its mean if it has several elements) when checked and finite; ``None`` when
+        skipped because of ``every``.
+    """
+    if every < 1:
+        raise ValueError(f"every must be >= 1, got {every}")
+    if step % every != 0:
+        return None
+    if isinstance(loss, torch.Tensor):
+        finite = bool(torch.isfinite(loss.detach()).all())
+        value = float(loss.detach().float().mean())
+    else:
+        value = float(loss)
+        finite = math.isfinite(value)
+    if finite:
+        return value
+    bad = nonfinite_parameters(model) if model is not None else []
+    where = f"; non-finite parameters: {', '.join(bad[:8])}{' ...' if len(bad) > 8 else ''}" if bad else ""
+    raise NonFiniteError(
+        f"{context} is {value} at step {step}{where}. Training stopped: lower the learning rate (or add warm-up), "
+        "check the inputs of this step for nan/inf, and clip gradients for large-but-finite spikes.",
+        step=step, value=value, bad_parameters=bad)
