@@ -1,6 +1,10 @@
 # One command to set up and start the course, one to set up and test it. See README.md.
 # Setup is idempotent: the virtual environment is rebuilt only when the lock file or pyproject.toml change.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
+# Some machines' pip config lists local package indexes that do not exist; pip then warns once per package.
+QUIET_PIP := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -14,8 +18,8 @@ setup: $(STAMP)
 $(STAMP): requirements-lock.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10+ is needed, found " + sys.version.split()[0]'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-lock.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-lock.txt $(QUIET_PIP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e . $(QUIET_PIP)
 	$(BIN)/python -c 'import torch, torchvision, nbgrader, papermill, utils; print("setup ok: torch", torch.__version__, "| utils from", utils.__file__)'
 	touch $(STAMP)
 

@@ -6,6 +6,10 @@ numbers can be produced in CI and on a GPU. Tensors that share one storage (a Re
 convolution's input, views, in-place results) are counted once, and parameters (which autograd also saves) are
 left out because they are already counted as parameters.
 
+Caveat: a saved *view* counts as its whole storage. Feed a slice of a larger batch (``xb[:b]``) and the first
+layer's saved input is counted at the full batch's size, which is also what the allocator really keeps alive.
+Clone micro-batches (``xb[:b].clone()``) when measuring what a batch of ``b`` alone would cost.
+
 On CUDA, :func:`cuda_peak_training_bytes` reads ``torch.cuda.max_memory_allocated`` for one real training step,
 to compare with the prediction of :meth:`MemoryBreakdown.peak_bytes`.
 """
