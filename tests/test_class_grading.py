@@ -14,9 +14,17 @@ from conftest import ROOT, record_timing
 from grading import make_course_copy, nbgrader
 from utils.grading import grade_class
 
-DAY = "day01"
-POINTS = {"choose_device": 2, "visible_devices": 3, "parse_torch_version": 2}
+# Day 26 is among the cheapest days to execute at smoke size; 30 submissions of it take minutes, not a quarter hour.
+DAY = "day26"
+POINTS = {"train_step": 3, "atomic_save": 3}
 FULL = sum(POINTS.values())
+CLIP_BEFORE_UNSCALE = (
+    "    scaler.scale(loss).backward()\n    scaler.unscale_(optimizer)\n"
+    "    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)\n",
+    "    scaler.scale(loss).backward()\n"
+    "    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)\n"
+    "    scaler.unscale_(optimizer)\n",
+)
 
 
 def _cell_with(nb: dict, text: str) -> dict:
@@ -32,33 +40,33 @@ def _edit(nb: dict, marker: str, old: str, new: str) -> dict:
     return nb
 
 
-def variants(solution: dict) -> dict[str, tuple[dict | str, float | None]]:
-    """name -> (notebook JSON or raw text, expected score; None: must fail with a clear message)."""
-    wrong_visible = _edit(solution, "def visible_devices",
-                          "if index < 0 or index >= physical_count or index in visible:\n            break",
-                          "if index < 0 or index >= physical_count:\n            continue")
-    wrong_parse = _edit(solution, "def parse_torch_version", "cuda = (int(digits[:-1]), int(digits[-1]))",
-                        "cuda = (int(digits[0]), int(digits[1:]))")
-    wrong_order = _edit(solution, "def choose_device",
-                        'if cuda_available:\n            return "cuda"\n        return "mps" if mps_available else "cpu"',
-                        'if mps_available:\n            return "mps"\n        return "cuda" if cuda_available else "cpu"')
-    deleted = copy.deepcopy(solution)
-    deleted["cells"] = [c for c in deleted["cells"]
-                        if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") != "day01_visible_devices_tests"]
-    duplicated = copy.deepcopy(solution)
-    i = next(i for i, c in enumerate(duplicated["cells"])
-             if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "day01_choose_device")
-    twin = copy.deepcopy(duplicated["cells"][i])
+def _without_cell(nb: dict, grade_id: str) -> dict:
+    nb = copy.deepcopy(nb)
+    nb["cells"] = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") != grade_id]
+    return nb
+
+
+def _with_pasted_copy(nb: dict, grade_id: str) -> dict:
+    nb = copy.deepcopy(nb)
+    i = next(i for i, c in enumerate(nb["cells"]) if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
+    twin = copy.deepcopy(nb["cells"][i])
     twin["id"] = "a-pasted-copy"
-    duplicated["cells"].insert(i + 1, twin)
-    looping = _edit(solution, "def choose_device", "def choose_device(", "while True:\n    pass\n\ndef choose_device(")
+    nb["cells"].insert(i + 1, twin)
+    return nb
+
+
+def variants(solution: dict) -> dict[str, tuple[dict | str, float | None]]:
+    """name -> (notebook JSON or raw text, expected score; None: must be rejected with a clear message)."""
     return {
-        "wrong_visible": (wrong_visible, FULL - POINTS["visible_devices"]),
-        "wrong_parse": (wrong_parse, FULL - POINTS["parse_torch_version"]),
-        "wrong_order": (wrong_order, FULL - POINTS["choose_device"]),
-        "deleted_test_cell": (deleted, FULL - POINTS["visible_devices"]),  # a deleted test cell scores 0
-        "duplicated_grade_id": (duplicated, FULL),
-        "infinite_loop": (looping, FULL - POINTS["choose_device"]),  # interrupted at the timeout
+        # plausible bugs that only the hidden tests catch
+        "clip_before_unscale": (_edit(solution, "def train_step", *CLIP_BEFORE_UNSCALE), FULL - POINTS["train_step"]),
+        "temp_file_elsewhere": (_edit(solution, "def atomic_torch_save", "suffix=\".tmp\", dir=path.parent)",
+                                      "suffix=\".tmp\")"), FULL - POINTS["atomic_save"]),
+        # submissions broken the ways real ones break
+        "deleted_test_cell": (_without_cell(solution, "day26_atomic_save_tests"), FULL - POINTS["atomic_save"]),
+        "duplicated_grade_id": (_with_pasted_copy(solution, "day26_train_step"), FULL),
+        "infinite_loop": (_edit(solution, "def train_step", "def train_step(", "while True:\n    pass\n\ndef train_step("),
+                          FULL - POINTS["train_step"]),  # interrupted at the cell timeout
         "invalid_json": ('{"cells": [ this is not json', None),
     }
 
@@ -78,7 +86,7 @@ def test_thirty_submissions_grade_as_expected(tmp_path: Path):
     src = next((ROOT / "solutions" / DAY).glob("*.ipynb"))
     solution = json.loads(src.read_text())
     blank = json.loads((ROOT / "days" / DAY / src.name).read_text())
-    students = build_class(solution, blank, n_blank=11, n_correct=12)
+    students = build_class(solution, blank, n_blank=12, n_correct=12)
     assert len(students) == 30
     course = make_course_copy(tmp_path / "course", days=[DAY])
     nbgrader(course, "generate_assignment", DAY, "--force", "--log-level=WARN")
@@ -89,8 +97,8 @@ def test_thirty_submissions_grade_as_expected(tmp_path: Path):
 
     start = time.perf_counter()
     log: list[str] = []
-    # A short per-cell limit so the infinite loop costs a minute, not the configured five.
-    outcomes = {o.student: o for o in grade_class(course, DAY, cell_timeout_s=60, log=log.append)}
+    # A short per-cell limit so the infinite loop costs half a minute, not the configured five.
+    outcomes = {o.student: o for o in grade_class(course, DAY, cell_timeout_s=30, log=log.append)}
     elapsed = time.perf_counter() - start
     record_timing("autograde x30", DAY, elapsed)
     assert outcomes["invalid_json"].status == "rejected" and "not a valid notebook" in outcomes["invalid_json"].message

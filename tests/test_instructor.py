@@ -17,7 +17,7 @@ from conftest import ROOT, record_timing
 from utils.grading import PLACEHOLDER, REDACTED, export_learner_release, redact_text, split_hidden
 
 GUIDE = ROOT / "docs" / "instructor_guide.md"
-DAY = "day01"
+DAY = "day26"  # cheap to execute; its hidden tests have assert messages worth redacting
 
 
 def guide_blocks() -> list[str]:
@@ -56,18 +56,10 @@ def test_redact_text_catches_traceback_lines_with_ansi_and_arrows():
 
 # --------------------------------------------------------------------------------------------------- workflow
 def _wrong_copy(src: Path, dest: Path) -> None:
-    """Day 01 with a plausible bug: invalid CUDA_VISIBLE_DEVICES entries are skipped instead of ending the list."""
-    nb = json.loads(src.read_text())
-    changed = False
-    for cell in nb["cells"]:
-        text = "".join(cell["source"])
-        if "def visible_devices" in text:
-            text = text.replace("if index < 0 or index >= physical_count or index in visible:\n            break",
-                                "if index < 0 or index >= physical_count:\n            continue")
-            cell["source"] = text
-            changed = True
-    assert changed
-    dest.write_text(json.dumps(nb))
+    """Day 26 with a plausible bug only hidden tests catch: gradients clipped before unscaling."""
+    from test_class_grading import CLIP_BEFORE_UNSCALE, _edit
+
+    dest.write_text(json.dumps(_edit(json.loads(src.read_text()), "def train_step", *CLIP_BEFORE_UNSCALE)))
 
 
 @pytest.mark.notebooks
