@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The course's training loop (utils.training.train_one_epoch) against a bare PyTorch loop doing the same work.
 
-Same model, data, optimizer and precision; the two loops alternate (interleaved) so that drift of the machine hits
-both; each epoch is timed with device synchronisation; the figure is the ratio of median step times, course/bare.
+The same model object, data, optimizer and precision for both loops; the loops alternate (interleaved, order reversed
+every round) so that drift of the machine hits both; each epoch is timed with device synchronisation; the figure is
+the ratio of median step times, course/bare. A second bare series gives the noise floor of the run (control/bare).
 Host syncs per step (Tensor.item/.cpu/.tolist/__bool__/__float__, cuda.synchronize) are counted in both loops.
 
     python benchmarks/loop_overhead.py                      # small CNN and ResNet50 at 32 px
@@ -72,27 +73,29 @@ def measure(model_name: str, image_size: int, batch_size: int, steps: int, repea
     data = TensorDataset(torch.randn(n, 3, image_size, image_size), torch.randint(0, 10, (n,)))
     loader = DataLoader(data, batch_size=batch_size, shuffle=False)
     loss_fn = nn.CrossEntropyLoss()
-    models = {k: build_model(model_name, 10, image_size=image_size).to(device) for k in ("course", "bare")}
-    models["bare"].load_state_dict(models["course"].state_dict())
-    opts = {k: torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9) for k, m in models.items()}
+    # One model and optimizer for every series: two instances with equal weights still differ by a few percent in
+    # step time (memory layout), which would swamp the loop's own overhead. A second bare series is the control:
+    # its ratio to the first is this machine's noise floor in this run.
+    model = build_model(model_name, 10, image_size=image_size).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
     def run(kind: str) -> float:
         synchronize(device)
         start = time.perf_counter()
         if kind == "course":
-            course.train_one_epoch(models[kind], loader, opts[kind], device, loss_fn=loss_fn, log_every=log_every,
+            course.train_one_epoch(model, loader, optimizer, device, loss_fn=loss_fn, log_every=log_every,
                                    progress=False)
         else:
-            bare_train_one_epoch(models[kind], loader, opts[kind], device, loss_fn)
+            bare_train_one_epoch(model, loader, optimizer, device, loss_fn)
         synchronize(device)
         return (time.perf_counter() - start) / steps
 
-    for kind in ("course", "bare"):  # warm-up: allocator, thread pools, first-call costs
+    kinds = ("course", "bare", "bare_control")
+    for kind in kinds:  # warm-up: allocator, thread pools, first-call costs
         run(kind)
-    times: dict[str, list[float]] = {"course": [], "bare": []}
+    times: dict[str, list[float]] = {k: [] for k in kinds}
     for r in range(repeats):
-        order = ("course", "bare") if r % 2 == 0 else ("bare", "course")
-        for kind in order:
+        for kind in (kinds if r % 2 == 0 else kinds[::-1]):
             times[kind].append(run(kind))
     syncs = {}
     for kind, files in (("course", (course.__file__,)), ("bare", (BARE_FILE,))):
@@ -102,7 +105,8 @@ def measure(model_name: str, image_size: int, batch_size: int, steps: int, repea
     med = {k: statistics.median(v) for k, v in times.items()}
     return {"model": model_name, "image_size": image_size, "batch_size": batch_size, "steps": steps,
             "repeats": repeats, "log_every": log_every, "median_step_s": med, "step_times_s": times,
-            "ratio_course_over_bare": med["course"] / med["bare"], "host_syncs_per_epoch": syncs,
+            "ratio_course_over_bare": med["course"] / med["bare"],
+            "noise_floor_bare_control_over_bare": med["bare_control"] / med["bare"], "host_syncs_per_epoch": syncs,
             "log_intervals_per_epoch": steps // log_every,
             "sync_target_met": syncs["course"] <= steps // log_every + 2}
 
@@ -118,14 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         configs = [("small_cnn", 16, 16, 6, 2, 3)]
     else:
-        configs = [("small_cnn", 32, 64, 40, args.repeats or 9, 20), ("resnet50", 32, 32, 8, args.repeats or 7, 4)]
+        configs = [("small_cnn", 32, 64, 40, args.repeats or 9, 20), ("resnet50", 32, 32, 6, args.repeats or 5, 3)]
     results = []
     for model, size, bs, steps, repeats, log_every in configs:
         res = measure(model, size, bs, steps, args.repeats or repeats, device, log_every)
         results.append(res)
         print(f"{model:<10} {size:>3}px bs={bs:<3} median step: course {res['median_step_s']['course'] * 1e3:8.2f} ms"
               f" | bare {res['median_step_s']['bare'] * 1e3:8.2f} ms | ratio course/bare "
-              f"{res['ratio_course_over_bare']:.3f} | host syncs per epoch of {steps} steps: course "
+              f"{res['ratio_course_over_bare']:.3f} (control bare/bare {res['noise_floor_bare_control_over_bare']:.3f}) | host syncs per epoch of {steps} steps: course "
               f"{res['host_syncs_per_epoch']['course']} ({res['log_intervals_per_epoch']} log intervals + 2 at the "
               f"end), bare {res['host_syncs_per_epoch']['bare']}")
     payload = {"benchmark": "loop_overhead", "provenance": provenance(device), "results": results,
