@@ -50,14 +50,18 @@ def _linear_data(n=24):
     return torch.randn(n, 5, generator=g), torch.randint(0, 3, (n,), generator=g)
 
 
+def _twin_linear_models():
+    """Two identical linear models, each with its own SGD optimizer: a reference and one to compare."""
+    torch.manual_seed(0)
+    first = nn.Linear(5, 3)
+    second = nn.Linear(5, 3)
+    second.load_state_dict(first.state_dict())
+    return [(m, torch.optim.SGD(m.parameters(), lr=0.1)) for m in (first, second)]
+
+
 def test_accumulation_matches_one_big_batch():
     x, y = _linear_data(24)
-    torch.manual_seed(0)
-    big = nn.Linear(5, 3)
-    small = nn.Linear(5, 3)
-    small.load_state_dict(big.state_dict())
-    opt_big = torch.optim.SGD(big.parameters(), lr=0.1)
-    opt_small = torch.optim.SGD(small.parameters(), lr=0.1)
+    (big, opt_big), (small, opt_small) = _twin_linear_models()
     TR.train_one_epoch(big, DataLoader(TensorDataset(x, y), batch_size=24), opt_big, "cpu", progress=False)
     stats = TR.train_one_epoch(small, DataLoader(TensorDataset(x, y), batch_size=6), opt_small, "cpu",
                                accumulation_steps=4, progress=False)
@@ -68,17 +72,12 @@ def test_accumulation_matches_one_big_batch():
 
 def test_a_short_last_group_is_normalised_by_its_own_size():
     x, y = _linear_data(30)  # 5 micro-batches of 6 with k=4: groups of 4 and 1
-    torch.manual_seed(0)
-    ref = nn.Linear(5, 3)
-    acc = nn.Linear(5, 3)
-    acc.load_state_dict(ref.state_dict())
-    opt_ref = torch.optim.SGD(ref.parameters(), lr=0.1)
+    (ref, opt_ref), (acc, opt_acc) = _twin_linear_models()
     loss_fn = nn.CrossEntropyLoss()
     for xs, ys in [(x[:24], y[:24]), (x[24:], y[24:])]:
         opt_ref.zero_grad()
         loss_fn(ref(xs), ys).backward()
         opt_ref.step()
-    opt_acc = torch.optim.SGD(acc.parameters(), lr=0.1)
     stats = TR.train_one_epoch(acc, DataLoader(TensorDataset(x, y), batch_size=6), opt_acc, "cpu",
                                accumulation_steps=4, progress=False)
     assert stats.steps == 2
