@@ -1,8 +1,8 @@
 """nbgrader configuration for the course.
 
-solutions/ holds the instructor notebooks (nbgrader "source"); days/ holds the learner notebooks (nbgrader
-"release"), generated with `make days` (tools/generate_days.py). Grading happens in a course folder of its own
-(see docs/instructor_guide.md), never in this repository.
+solutions/ holds the instructor notebooks (nbgrader "source", the only copy anyone edits); days/ holds the learner
+notebooks (nbgrader "release"), generated with `make days` or `make days DAY=NN` (tools/generate_days.py). Grading
+happens in a course folder of its own (see docs/instructor_guide.md), never in this repository.
 """
 import os
 
@@ -22,9 +22,10 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # Feedback must never show hidden tests: nbgrader's default feedback prints every test cell in full. The course's
 # preprocessor replaces hidden blocks with a placeholder and redacts output lines that quote them (points and
-# pass/fail are kept). utils is installed in editable mode, so this import works from any course folder.
+# pass/fail are kept). The instructor package is installed (editable) next to utils, so this import works from any
+# course folder.
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
-    "utils.grading.RedactHiddenTests",
+    "instructor.feedback.RedactHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT, record_timing
 from grading import make_course_copy, nbgrader
-from utils.grading import grade_class
+from instructor.grading import grade_class
 
 # Day 26 is among the cheapest days to execute at smoke size; 30 submissions of it take minutes, not a quarter hour.
 DAY = "day26"

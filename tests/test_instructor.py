@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, record_timing
-from utils.grading import PLACEHOLDER, REDACTED, export_learner_release, redact_text, split_hidden
+from instructor.feedback import PLACEHOLDER, REDACTED, redact_text, split_hidden
+from instructor.release import export_learner_release
 
 GUIDE = ROOT / "docs" / "instructor_guide.md"
 DAY = "day26"  # cheap to execute; its hidden tests have assert messages worth redacting
@@ -22,6 +23,19 @@ DAY = "day26"  # cheap to execute; its hidden tests have assert messages worth r
 
 def guide_blocks() -> list[str]:
     return re.findall(r"```bash\n(.*?)```", GUIDE.read_text(), re.S)
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Top-level names of the modules a Python file imports."""
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
 
 
 def hidden_lines(notebooks: list[Path]) -> list[str]:
@@ -106,12 +120,30 @@ def test_guide_grading_workflow_runs_and_feedback_hides_hidden_tests(tmp_path: P
 
 
 # --------------------------------------------------------------------------------------------------- export
+def test_learner_package_needs_no_instructor_tooling():
+    for py in sorted((ROOT / "utils").rglob("*.py")):
+        imported = _imported_modules(py)
+        assert not imported & {"nbgrader", "instructor"}, f"{py.relative_to(ROOT)} imports {imported}: " \
+                                                          "instructor tooling belongs in instructor/"
+
+
 def test_learner_release_has_no_solutions_or_hidden_tests(tmp_path: Path):
     dest = tmp_path / "learners"
     files = export_learner_release(ROOT, dest)
     assert (dest / "days").is_dir() and (dest / "utils").is_dir() and (dest / "README.md").is_file()
-    assert not (dest / "solutions").exists() and not (dest / "nbgrader_config.py").exists()
+    for instructor_only in ("solutions", "instructor", "tools", "nbgrader_config.py", "docs"):
+        assert not (dest / instructor_only).exists(), f"the learner release contains {instructor_only}"
     assert not list(dest.rglob("gradebook.db"))
+    # the release installs: its package discovery finds utils and nothing else
+    import setuptools
+    import tomllib
+
+    find = tomllib.loads((dest / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    assert setuptools.find_packages(str(dest), include=find["include"]) == ["utils"]
+    # nothing in it needs nbgrader or the instructor package
+    for py in dest.rglob("*.py"):
+        imported = _imported_modules(py)
+        assert not imported & {"nbgrader", "instructor"}, f"{py.relative_to(dest)} imports {imported}"
     solution_markers = ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS")
     for path in files:
         if path.suffix not in (".ipynb", ".md", ".py", ".txt", ".yml", ".toml"):
