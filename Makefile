@@ -11,7 +11,11 @@ STAMP := $(VENV)/.installed
 # Tests use both cores; each notebook kernel gets one thread so two kernels do not fight over two cores.
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup lab test test-fast days audit clean-venv
+.PHONY: setup lab test test-fast days hooks audit clean-venv
+
+# One day instead of all: `make days DAY=07`, `make test DAY=07` (DAY=07 and DAY=day07 both work).
+DAY_ID := $(if $(DAY),day$(patsubst day%,%,$(DAY)))
+CHECK_DAY = @test -d solutions/$(DAY_ID) || { echo "no solutions/$(DAY_ID): DAY is a two-digit day, e.g. DAY=07"; exit 2; }
 
 setup: $(STAMP)
 
@@ -30,16 +34,28 @@ lab: setup
 		$(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
 ## The test command (.ci/run calls exactly this): set everything up and run the whole suite.
+## With DAY=NN: only that day's papermill run, nbgrader round trip and days/ freshness check (the edit loop).
 test: setup
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 900
+	$(if $(DAY_ID),$(CHECK_DAY))
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 900 \
+		$(if $(DAY_ID),-k "$(DAY_ID)" tests/test_notebooks.py tests/test_grading.py)
 
-## Unit tests only (no notebook execution), for quick iteration on utils.
+## Unit tests only: no notebook, nbgrader, benchmark, subprocess or multi-process test (see the markers in
+## pyproject.toml), for quick iteration on utils.
 test-fast: setup
-	$(BIN)/python -m pytest -m "not notebooks"
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not notebooks and not slow"
 
-## Regenerate the learner notebooks in days/ from solutions/ (never edit days/ by hand).
+## Regenerate the learner notebooks in days/ from solutions/ (never edit days/ by hand); DAY=NN for one day.
 days: setup
-	$(BIN)/python tools/generate_days.py
+	$(if $(DAY_ID),$(CHECK_DAY))
+	$(BIN)/python tools/generate_days.py $(DAY_ID)
+
+## Once per clone, for authors: notebooks diff as text (tools/nbtext.py, each hunk names its cell), and a pre-commit
+## hook refuses notebooks with outputs (tools/githooks/pre-commit).
+hooks:
+	git config diff.notebook.textconv "$(PYTHON) tools/nbtext.py"
+	git config diff.notebook.xfuncname '^# %%.*$$'
+	git config core.hooksPath tools/githooks
 
 audit:
 	$(PYTHON) ../shared/tools/course_audit.py --existing --strict

@@ -1,5 +1,7 @@
-"""nbgrader machinery: days/ is a fresh generation of solutions/, solutions carry no outputs, grade_ids are unique,
-and every day survives a round trip: the blank learner copy scores 0, the solution scores full marks."""
+"""nbgrader machinery: days/ is a fresh generation of solutions/, notebooks carry no outputs, grade_ids are unique,
+and every day survives a round trip: the blank learner copy scores 0, the solution scores full marks.
+
+Every per-day test has the day in its id, so `make test DAY=07` (pytest -k day07) runs just that day's."""
 from __future__ import annotations
 
 import json
@@ -26,12 +28,21 @@ def test_every_day_has_a_notebook_and_a_learner_copy():
         assert src == rel, f"days/{day} has {rel}, solutions/{day} has {src}: run `make days`"
 
 
-def test_solutions_are_committed_without_outputs():
-    for nb in solution_notebooks():
+# Cell metadata that a notebook run or a JupyterLab session adds; nbstripout removes it too (tools/githooks).
+RUN_METADATA = ("ExecuteTime", "execution", "collapsed", "scrolled")
+
+
+def test_notebooks_are_committed_without_outputs():
+    """solutions/ is the source of truth and is reviewed as text (tools/nbtext.py): no outputs, counts or run state."""
+    fix = "clear outputs and save, or run `.venv/bin/nbstripout --keep-id FILE` (`make hooks` checks every commit)"
+    for nb in solution_notebooks() + sorted((ROOT / "days").glob("day[0-9][0-9]/*.ipynb")):
         for i, cell in enumerate(_cells(nb)):
+            where = f"{nb.relative_to(ROOT)} cell {i} (id {cell.get('id')})"
             if cell["cell_type"] == "code":
-                assert not cell.get("outputs"), f"{nb.relative_to(ROOT)} cell {i} has outputs: clear them"
-                assert cell.get("execution_count") is None, f"{nb.relative_to(ROOT)} cell {i} has an execution count"
+                assert not cell.get("outputs"), f"{where} has outputs: {fix}"
+                assert cell.get("execution_count") is None, f"{where} has an execution count: {fix}"
+            run_state = [k for k in RUN_METADATA if k in cell.get("metadata", {})]
+            assert not run_state, f"{where} has run metadata {run_state}: {fix}"
 
 
 def test_grade_ids_are_unique_across_the_course():
@@ -60,17 +71,25 @@ def test_learner_notebooks_leak_no_solution_or_hidden_test():
             assert marker not in text, f"{nb.relative_to(ROOT)} leaks {marker!r}"
 
 
-def test_days_match_a_fresh_generation(tmp_path: Path):
-    course = make_course_copy(tmp_path / "course")
-    for day in course_days():
-        nbgrader(course, "generate_assignment", day, "--force", "--no-db", "--log-level=WARN")
-    fresh = {p.relative_to(course / "days"): p.read_bytes() for p in (course / "days").rglob("*") if p.is_file()}
-    committed = {p.relative_to(ROOT / "days"): p.read_bytes() for p in (ROOT / "days").rglob("*") if p.is_file()
+def test_days_has_no_day_without_a_solution():
+    extra = sorted({p.name for p in (ROOT / "days").glob("day*") if p.is_dir()} - set(course_days()))
+    assert not extra, f"days/ has {extra} but solutions/ does not: delete them (solutions/ is the only source)"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("day", course_days())
+def test_days_match_a_fresh_generation(day: str, tmp_path: Path):
+    course = make_course_copy(tmp_path / "course", days=[day])
+    nbgrader(course, "generate_assignment", day, "--force", "--no-db", "--log-level=WARN")
+    fresh_dir, committed_dir = course / "days" / day, ROOT / "days" / day
+    fresh = {p.relative_to(fresh_dir): p.read_bytes() for p in fresh_dir.rglob("*") if p.is_file()}
+    committed = {p.relative_to(committed_dir): p.read_bytes() for p in committed_dir.rglob("*") if p.is_file()
                  and "__pycache__" not in p.parts and ".ipynb_checkpoints" not in p.parts}
-    assert sorted(map(str, committed)) == sorted(map(str, fresh)), "days/ has other files than a fresh generation: " \
-                                                                   "run `make days`"
+    assert sorted(map(str, committed)) == sorted(map(str, fresh)), \
+        f"days/{day} has other files than a fresh generation: run `make days DAY={day}`"
     stale = [str(k) for k in fresh if fresh[k] != committed[k]]
-    assert not stale, f"days/ differs from a fresh generation in {stale}: run `make days`, never edit days/ by hand"
+    assert not stale, f"days/{day} differs from a fresh generation in {stale}: run `make days DAY={day}`, never " \
+                      "edit days/ by hand"
 
 
 @pytest.mark.notebooks

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Regenerate the learner notebooks: days/dayNN from solutions/dayNN with `nbgrader generate_assignment`.
 
-    python tools/generate_days.py            # every day that has a solutions/ folder
-    python tools/generate_days.py day01 day02
+    python tools/generate_days.py            # every day that has a solutions/ folder (`make days`)
+    python tools/generate_days.py 07 day08   # only these days (`make days DAY=07`)
 
-days/ is never edited by hand; tests/test_grading.py fails when it differs from a fresh generation.
+solutions/dayNN/*.ipynb is the only source: days/ is never edited by hand, and tests/test_grading.py fails when it
+differs from a fresh generation.
 """
 from __future__ import annotations
 
@@ -24,8 +25,24 @@ def generate(course_root: Path, day: str) -> None:
         raise RuntimeError(f"nbgrader generate_assignment {day} failed:\n{result.stdout}\n{result.stderr}")
 
 
+def day_name(arg: str) -> str:
+    """``"7"``, ``"07"`` or ``"day07"`` -> ``"day07"``; a ``ValueError`` when solutions/ has no such day."""
+    digits = arg.lower().removeprefix("day")
+    if not digits.isdigit():
+        raise ValueError(f"{arg!r} is not a day: give its number, e.g. 07 or day07")
+    day = f"day{int(digits):02d}"
+    if not (ROOT / "solutions" / day).is_dir():
+        raise ValueError(f"solutions/{day} does not exist")
+    return day
+
+
 def main(argv: list[str]) -> int:
-    days = argv or sorted(p.name for p in (ROOT / "solutions").glob("day[0-9][0-9]") if p.is_dir())
+    try:
+        days = [day_name(a) for a in argv]
+    except ValueError as e:
+        print(f"generate_days: {e}", file=sys.stderr)
+        return 2
+    days = days or sorted(p.name for p in (ROOT / "solutions").glob("day[0-9][0-9]") if p.is_dir())
     for day in days:
         generate(ROOT, day)
         print(f"generated days/{day}")
