@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from utils.fast_path import (apply_fast_path, fast_path_flags, optimizer_kwargs, plan_fast_path,
-                             restore_fast_path_flags)
+from utils.fast_path import apply_fast_path, fast_path_flags, plan_fast_path, restore_fast_path_flags
+from utils.tf32 import tf32_in_use
 
 
 def values(plan):
@@ -66,11 +66,20 @@ def test_snapshot_restore_round_trip():
     assert fast_path_flags() == before
 
 
-def test_optimizer_kwargs_build_a_working_optimizer_on_cpu():
-    assert optimizer_kwargs("cuda") == {"fused": True} and optimizer_kwargs("mps") == {"foreach": True}
-    kw = optimizer_kwargs("cpu")
-    p = torch.nn.Parameter(torch.ones(3))
-    opt = torch.optim.AdamW([p], lr=0.1, **kw)
-    p.grad = torch.ones(3)
-    opt.step()
-    assert torch.all(p < 1)
+@pytest.mark.parametrize("capability, tf32", [((8, 0), True), ((9, 0), True), ((7, 5), False)])
+def test_apply_on_a_simulated_cuda_device_sets_benchmark_and_tf32(monkeypatch, capability, tf32):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    before = fast_path_flags()
+    try:
+        report = apply_fast_path("cuda:0")
+        assert report["cudnn_benchmark"]["applied"] and torch.backends.cudnn.benchmark is True
+        assert report["tf32"] == {"value": tf32, "applied": True, "why": report["tf32"]["why"]}
+        assert tf32_in_use() == {"matmul": tf32, "conv": tf32}
+        # Both APIs agree afterwards: the legacy getters (read by torch.compile) do not raise.
+        assert torch.backends.cuda.matmul.allow_tf32 is tf32 and torch.backends.cudnn.allow_tf32 is tf32
+        assert (torch.get_float32_matmul_precision() == "high") is tf32
+        off = apply_fast_path("cuda:0", tf32=False)
+        assert off["tf32"]["value"] is False and tf32_in_use() == {"matmul": False, "conv": False}
+    finally:
+        restore_fast_path_flags(before)
+    assert fast_path_flags() == before

@@ -9,9 +9,10 @@ The knobs:
 
 - ``cudnn_benchmark``: ``torch.backends.cudnn.benchmark``. cuDNN times several convolution algorithms for each new
   input shape and keeps the fastest. CUDA only; wasteful when input shapes vary (it re-tunes for every new shape).
-- ``tf32``: ``torch.backends.cuda.matmul.allow_tf32`` / ``torch.backends.cudnn.allow_tf32`` (via
-  ``torch.set_float32_matmul_precision("high")``): fp32 matmuls and convolutions on TF32 tensor cores (10-bit
-  mantissa). Needs compute capability >= 8.0 (Ampere); on older GPUs and on CPUs the flags change nothing.
+- ``tf32``: ``torch.backends.cuda.matmul.fp32_precision`` and ``torch.backends.cudnn.conv.fp32_precision``
+  (``"tf32"`` or ``"ieee"``; the legacy ``allow_tf32`` flags and ``torch.set_float32_matmul_precision`` are kept in
+  agreement by :mod:`utils.tf32`): fp32 matmuls and convolutions on TF32 tensor cores (10-bit mantissa). Needs
+  compute capability >= 8.0 (Ampere); on older GPUs and on CPUs the switches change nothing.
 - ``channels_last``: NHWC memory format for 4-D activations and conv weights; tensor cores (compute capability
   >= 7.0) read NHWC natively, so NCHW costs transposes. Only for convolutional models.
 - ``optimizer_impl``: ``"fused"`` (one kernel for the whole update; CUDA, and CPU since PyTorch 2.4), ``"foreach"`` (multi-tensor ops, fewer
@@ -27,8 +28,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["FastPathDecision", "plan_fast_path", "apply_fast_path", "fast_path_flags", "restore_fast_path_flags",
-           "optimizer_kwargs"]
+from .tf32 import restore_tf32_flags, set_tf32, tf32_flags
+
+__all__ = ["FastPathDecision", "plan_fast_path", "apply_fast_path", "fast_path_flags", "restore_fast_path_flags"]
 
 TF32_MIN_CAPABILITY = (8, 0)
 TENSOR_CORE_MIN_CAPABILITY = (7, 0)
@@ -104,21 +106,17 @@ def plan_fast_path(device_type: str, compute_capability: tuple[int, int] | None 
 
 
 def fast_path_flags() -> dict[str, Any]:
-    """Snapshot of the global backend flags that :func:`apply_fast_path` may change."""
-    return {
-        "cudnn.benchmark": torch.backends.cudnn.benchmark,
-        "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
-        "cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
-    }
+    """Snapshot of the global backend flags that :func:`apply_fast_path` may change: ``cudnn.benchmark`` and every
+    TF32 switch (:func:`utils.tf32.tf32_flags`)."""
+    return {"cudnn.benchmark": torch.backends.cudnn.benchmark, **tf32_flags()}
 
 
 def restore_fast_path_flags(flags: dict[str, Any]) -> None:
     """Restore a snapshot taken with :func:`fast_path_flags`."""
-    torch.set_float32_matmul_precision(flags["float32_matmul_precision"])
+    if "cudnn.benchmark" not in flags:
+        raise KeyError("not a fast_path_flags() snapshot: no 'cudnn.benchmark' key")
     torch.backends.cudnn.benchmark = flags["cudnn.benchmark"]
-    torch.backends.cudnn.allow_tf32 = flags["cudnn.allow_tf32"]
-    torch.backends.cuda.matmul.allow_tf32 = flags["cuda.matmul.allow_tf32"]
+    restore_tf32_flags(flags)
 
 
 def apply_fast_path(device: torch.device | str, *, variable_input_shapes: bool = False, conv_model: bool = True,
@@ -128,7 +126,7 @@ def apply_fast_path(device: torch.device | str, *, variable_input_shapes: bool =
     Sets ``cudnn.benchmark`` and the TF32 flags (only where they apply: on a CPU both are left as they are).
     ``tf32=False`` keeps full fp32 even on Ampere+ (for numerics checks). The per-object knobs
     (``channels_last``, ``optimizer_impl``, ``pin_memory``, ``set_to_none``) cannot be set globally: they are
-    returned for the caller to use (see :func:`optimizer_kwargs`).
+    returned for the caller to use.
 
     Returns:
         ``{knob: {"value": ..., "applied": bool, "why": str}}``; ``applied`` is True only for global flags that
@@ -145,15 +143,9 @@ def apply_fast_path(device: torch.device | str, *, variable_input_shapes: bool =
         torch.backends.cudnn.benchmark = bool(plan["cudnn_benchmark"].value)
         report["cudnn_benchmark"]["applied"] = True
         use_tf32 = bool(plan["tf32"].value) and tf32
-        torch.set_float32_matmul_precision("high" if use_tf32 else "highest")
-        torch.backends.cudnn.allow_tf32 = use_tf32
+        set_tf32(use_tf32)
         report["tf32"].update(value=use_tf32, applied=True)
         if plan["tf32"].value and not tf32:
             report["tf32"]["why"] = "TF32 available but turned off by the caller (tf32=False)"
     return report
 
-
-def optimizer_kwargs(device: torch.device | str) -> dict[str, bool]:
-    """Keyword arguments for ``torch.optim.{SGD, Adam, AdamW}`` that select the fast implementation:
-    ``{"fused": True}`` on CUDA and CPU, ``{"foreach": True}`` elsewhere (MPS)."""
-    return {"fused": True} if torch.device(device).type in ("cuda", "cpu") else {"foreach": True}
