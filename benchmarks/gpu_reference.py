@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from common import provenance, write_result
-from utils.environment import pick_device, synchronize
+from utils.device import pick_device, synchronize
 from utils.models import build_model
 
 # Dense peak TFLOP/s from NVIDIA datasheets (SXM parts; no sparsity). Keys are matched against the device name.

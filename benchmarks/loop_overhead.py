@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from common import provenance, write_result
 from utils import training as course
-from utils.environment import pick_device, synchronize
+from utils.device import pick_device, synchronize
 from utils.models import build_model
 
 SYNC_METHODS = ("item", "cpu", "tolist", "__bool__", "__float__", "__int__")

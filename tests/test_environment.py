@@ -1,140 +1,181 @@
-"""utils.environment and utils.seeding: device choice, smoke mode, the report, seeding."""
+"""The low layers: utils.device (which device), utils.environment (the report), utils.course (notebook start-up)
+and utils.seeding. GPUs are simulated with monkeypatch, so every branch runs on a CPU-only machine."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
-from utils import environment as env
+import utils.device
+from utils.course import CourseRun, course_setup, smoke_mode
+from utils.device import DeviceUnavailableError, pick_device, synchronize
+from utils.environment import GPUInfo, environment_report, hardware_label
 from utils.seeding import make_generator, seed_everything
 
 
-def test_auto_picks_an_available_device():
-    dev = env.pick_device("auto")
-    if torch.cuda.is_available():
-        assert dev.type == "cuda"
-    elif torch.backends.mps.is_available():
-        assert dev.type == "mps"
-    else:
-        assert dev == torch.device("cpu")
+@pytest.fixture
+def fake_gpus(monkeypatch):
+    """Make torch report ``n`` visible CUDA GPUs (the current one is 0); returns the setter."""
+    def install(n: int, current: int = 0) -> None:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: n > 0)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
+    return install
 
 
-def test_cpu_is_always_available_and_case_insensitive():
-    assert env.pick_device(" CPU ") == torch.device("cpu")
-    assert env.pick_device(torch.device("cpu")) == torch.device("cpu")
+# --------------------------------------------------------------------------------------------------- device
+def test_auto_prefers_cuda_then_mps_then_cpu(fake_gpus, monkeypatch):
+    fake_gpus(2, current=1)
+    assert pick_device("auto") == torch.device("cuda", 1)      # the current GPU, not always cuda:0
+    fake_gpus(0)
+    monkeypatch.setattr(utils.device, "mps_available", lambda: True)
+    assert pick_device("AUTO ") == torch.device("mps")
+    monkeypatch.setattr(utils.device, "mps_available", lambda: False)
+    assert pick_device("auto") == torch.device("cpu")
+    assert pick_device(torch.device("cpu")) == torch.device("cpu")
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
-def test_cuda_without_cuda_says_what_to_do():
-    with pytest.raises(env.DeviceUnavailableError, match="DEVICE='auto'"):
-        env.pick_device("cuda")
-    with pytest.raises(env.DeviceUnavailableError):
-        env.pick_device("cuda:1")
-
-
-def test_hidden_gpus_are_named_in_the_error(monkeypatch):
+def test_cuda_without_a_visible_gpu_says_what_to_do(fake_gpus, monkeypatch):
+    fake_gpus(0)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with pytest.raises(DeviceUnavailableError, match="DEVICE='auto'") as info:
+        pick_device("cuda")
+    assert "hides every GPU" not in str(info.value)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(env.DeviceUnavailableError, match="hides every GPU"):
-        env.pick_device("cuda")
+    with pytest.raises(DeviceUnavailableError, match="hides every GPU"):
+        pick_device("cuda:0")
 
 
-def test_cuda_index_beyond_visible_devices(monkeypatch):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    assert env.pick_device("cuda") == torch.device("cuda", 0)
-    with pytest.raises(env.DeviceUnavailableError, match="only 1 GPU"):
-        env.pick_device("cuda:1")
+def test_cuda_index_counts_only_visible_gpus(fake_gpus, monkeypatch):
+    fake_gpus(2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    assert pick_device("cuda") == torch.device("cuda", 0)
+    assert pick_device("cuda:1") == torch.device("cuda", 1)
+    with pytest.raises(DeviceUnavailableError, match=r"only 2 GPU.*cuda:0\.\.cuda:1"):
+        pick_device("cuda:4")                                   # physical id 4 is visible as cuda:0
 
 
-@pytest.mark.skipif(torch.backends.mps.is_available(), reason="needs a machine without MPS")
-def test_mps_without_mps():
-    with pytest.raises(env.DeviceUnavailableError, match="Apple"):
-        env.pick_device("mps")
+def test_mps_and_unknown_devices(monkeypatch):
+    monkeypatch.setattr(utils.device, "mps_available", lambda: False)
+    with pytest.raises(DeviceUnavailableError, match="Apple"):
+        pick_device("mps")
+    with pytest.raises(ValueError, match="'auto'"):
+        pick_device("tpu0")
+    with pytest.raises(ValueError, match="not supported"):
+        pick_device("xpu")
 
 
-def test_unknown_device_is_a_value_error():
-    with pytest.raises(ValueError, match="auto"):
-        env.pick_device("tpu0")
-    with pytest.raises(ValueError):
-        env.pick_device("xpu")
+def test_synchronize_waits_only_on_accelerators(monkeypatch):
+    waited = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda dev=None: waited.append(dev))
+    synchronize("cpu")
+    assert waited == []
+    synchronize("cuda:1")
+    assert waited == [torch.device("cuda", 1)]
 
 
-def test_cuda_visible_devices_empty_hides_gpus_in_a_fresh_process():
-    code = "import torch; print(torch.cuda.device_count())"
+def test_empty_cuda_visible_devices_hides_gpus_from_a_fresh_process():
+    code = ("from utils.device import pick_device, DeviceUnavailableError\n"
+            "print(pick_device('auto').type)\n"
+            "try:\n    pick_device('cuda')\nexcept DeviceUnavailableError as e:\n    print('hides every GPU' in str(e))\n")
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, CUDA_VISIBLE_DEVICES=""),
                          capture_output=True, text=True, timeout=120)
-    assert out.stdout.strip() == "0"
+    assert out.stdout.split() in (["cpu", "True"], ["mps", "True"]), out.stderr[-2000:]
 
 
+# --------------------------------------------------------------------------------------------------- report
+def test_report_lists_every_visible_gpu_and_decodes_cudnn(fake_gpus, monkeypatch):
+    fake_gpus(2)
+    props = [SimpleNamespace(name="NVIDIA A100", total_memory=80 * 2**30, major=8, minor=0, multi_processor_count=108),
+             SimpleNamespace(name="Tesla V100", total_memory=32 * 2**30, major=7, minor=0, multi_processor_count=80)]
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props[i])
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 90100)
+    monkeypatch.setattr("utils.environment.driver_version", lambda: "570.1")
+    report = environment_report()
+    assert [g.name for g in report.gpus] == ["NVIDIA A100", "Tesla V100"]
+    assert report.cudnn == "9.1.0" and report.driver == "570.1"
+    text = report.summary()
+    assert "GPU 0         NVIDIA A100, 80.0 GiB, sm_80, 108 SMs, bf16=True" in text
+    assert "Tesla V100, 32.0 GiB, sm_70, 80 SMs, bf16=False" in text
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 8907)  # cuDNN 8 encodes major * 1000
+    assert environment_report().cudnn == "8.9.7"
+
+
+def test_report_without_gpus_says_none(fake_gpus):
+    fake_gpus(0)
+    report = environment_report()
+    assert report.gpus == [] and report.cudnn is None and not report.cuda_available
+    assert report.as_dict()["torch"] == torch.__version__
+    assert "CUDA usable   False" in report.summary()
+
+
+def test_gpu_capabilities_start_at_ampere():
+    assert GPUInfo(0, "A10", 24 * 2**30, (8, 6), 72).supports_bf16
+    assert not GPUInfo(0, "T4", 16 * 2**30, (7, 5), 40).supports_tf32
+
+
+def test_hardware_label_names_the_device(monkeypatch):
+    assert hardware_label("cpu").startswith(f"cpu ({torch.get_num_threads()} threads")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: f"GPU number {i}")
+    assert hardware_label("cuda:3") == f"cuda:3 GPU number 3, torch {torch.__version__}"
+
+
+# --------------------------------------------------------------------------------------------------- course
 def test_smoke_mode_sources(monkeypatch):
-    for var in env.SMOKE_ENV_VARS:
+    for var in ("NBGRADER_EXECUTION", "BOOTCAMP_SMOKE"):
         monkeypatch.delenv(var, raising=False)
-    assert env.smoke_mode(False) is False
-    assert env.smoke_mode(True) is True
+    assert smoke_mode(False) is False and smoke_mode(True) is True
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
-    assert env.smoke_mode(False) is True
+    assert smoke_mode(False) is True
     monkeypatch.delenv("NBGRADER_EXECUTION")
-    monkeypatch.setenv("BOOTCAMP_SMOKE", "0")
-    assert env.smoke_mode(False) is False
+    for off in ("0", "false", "False", "off", ""):
+        monkeypatch.setenv("BOOTCAMP_SMOKE", off)
+        assert smoke_mode(False) is False, off
     monkeypatch.setenv("BOOTCAMP_SMOKE", "1")
-    assert env.smoke_mode(False) is True
+    assert smoke_mode(False) is True
 
 
-def test_course_run_picks_sizes_by_mode(monkeypatch):
-    cpu = env.CourseRun(torch.device("cpu"), smoke=False, seed=0)
-    assert cpu.pick(smoke=1, cpu=2, gpu=3) == 2
-    assert env.CourseRun(torch.device("cpu"), smoke=True, seed=0).pick(smoke=1, cpu=2, gpu=3) == 1
-    assert env.CourseRun(torch.device("cuda", 0), smoke=False, seed=0).pick(smoke=1, cpu=2, gpu=3) == 3
-    assert env.CourseRun(torch.device("cuda", 0), smoke=True, seed=0).mode == "smoke"
+def test_course_run_picks_sizes_by_mode():
+    sizes = dict(smoke=1, cpu=2, gpu=3)
+    assert CourseRun(torch.device("cpu"), smoke=False, seed=0).pick(**sizes) == 2
+    assert CourseRun(torch.device("mps"), smoke=False, seed=0).pick(**sizes) == 2     # laptops get CPU sizes
+    assert CourseRun(torch.device("cuda", 0), smoke=False, seed=0).pick(**sizes) == 3
+    assert CourseRun(torch.device("cuda", 0), smoke=True, seed=0).pick(**sizes) == 1  # smoke wins over the GPU
 
 
-def test_course_setup_prints_banner_and_seeds(capsys, monkeypatch):
+def test_course_setup_prints_one_banner_and_seeds(capsys, monkeypatch):
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
-    monkeypatch.delenv("BOOTCAMP_SMOKE", raising=False)
-    run = env.course_setup(smoke=True, device="cpu", seed=3)
-    assert run.smoke and run.device == torch.device("cpu") and run.seed == 3
+    monkeypatch.setenv("BOOTCAMP_SMOKE", "1")
+    run = course_setup(smoke=False, device="cpu", seed=3)
     a = torch.rand(3)
-    env.course_setup(smoke=True, device="cpu", seed=3, quiet=True)
-    assert torch.equal(a, torch.rand(3))
-    assert "device=cpu" in capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and "device=cpu mode=smoke seed=3" in lines[0] and torch.__version__ in lines[0]
+    assert run.smoke and run.seed == 3
+    course_setup(device="cpu", seed=3, quiet=True)
+    assert torch.equal(a, torch.rand(3)) and capsys.readouterr().out == ""
+    course_setup(device="cpu", seed=4, quiet=True)
+    assert not torch.equal(a, torch.rand(3))
 
 
-def test_environment_report_is_complete():
-    r = env.environment_report()
-    assert r.torch == torch.__version__
-    assert r.python.count(".") == 2
-    assert r.cpu_count_logical >= 1
-    assert r.cuda_available == torch.cuda.is_available()
-    assert len(r.gpus) == (torch.cuda.device_count() if r.cuda_available else 0)
-    text = r.summary()
-    for word in ("Python", "torch", "cuDNN", "CUDA_VISIBLE_DEVICES", "CPU"):
-        assert word in text
-    assert r.as_dict()["torch"] == torch.__version__
+def test_course_setup_refuses_a_missing_gpu(fake_gpus):
+    fake_gpus(0)
+    with pytest.raises(DeviceUnavailableError):
+        course_setup(device="cuda", quiet=True)
 
 
-def test_gpu_info_capabilities():
-    ampere = env.GPUInfo(0, "A100", 80 * 2**30, (8, 0), 108)
-    volta = env.GPUInfo(0, "V100", 32 * 2**30, (7, 0), 80)
-    assert ampere.supports_bf16 and ampere.supports_tf32
-    assert not volta.supports_bf16 and not volta.supports_tf32
-
-
-def test_hardware_label_names_the_device():
-    assert env.hardware_label("cpu").startswith("cpu (")
-    assert torch.__version__ in env.hardware_label("cpu")
-
-
+# --------------------------------------------------------------------------------------------------- seeding
 def test_seed_everything_repeats_and_validates():
     seed_everything(7)
-    a = (torch.rand(4), __import__("numpy").random.rand(2))
+    a = (torch.rand(4), np.random.rand(2))
     seed_everything(7)
-    b = (torch.rand(4), __import__("numpy").random.rand(2))
+    b = (torch.rand(4), np.random.rand(2))
     assert torch.equal(a[0], b[0]) and (a[1] == b[1]).all()
     with pytest.raises(ValueError):
         seed_everything(-1)

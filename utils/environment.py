@@ -1,7 +1,7 @@
-"""Environment: what this machine has, which device to use, and how big a run should be.
+"""Environment report: what this machine has (Python, torch, CUDA, cuDNN, driver, GPUs, CPU cores).
 
-Every notebook starts with :func:`course_setup`, which picks the device (cuda -> mps -> cpu), decides whether the
-run is a smoke run (CI, nbgrader, or ``SMOKE=True``) and prints one line saying where the numbers come from.
+:func:`environment_report` collects the versions and devices; :func:`hardware_label` names the hardware in one line
+for every printed number. Choosing the device is :mod:`utils.device`; starting a notebook is :mod:`utils.course`.
 """
 from __future__ import annotations
 
@@ -9,22 +9,14 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 
-T = TypeVar("T")
-
-SMOKE_ENV_VARS = ("NBGRADER_EXECUTION", "BOOTCAMP_SMOKE")
+from .device import mps_available, pick_device
 
 
-class DeviceUnavailableError(RuntimeError):
-    """A device was asked for that this machine (or this CUDA_VISIBLE_DEVICES) does not provide."""
-
-
-# --------------------------------------------------------------------------------------------------- report
 @dataclass
 class GPUInfo:
     """One visible CUDA device. Memory in bytes."""
@@ -145,7 +137,7 @@ def environment_report() -> EnvironmentReport:
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
             gpus.append(GPUInfo(i, p.name, int(p.total_memory), (p.major, p.minor), p.multi_processor_count))
-    mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+    mps = mps_available()
     if cuda:
         bf16 = torch.cuda.is_bf16_supported()
     else:
@@ -180,121 +172,3 @@ def hardware_label(device: torch.device | str | None = None) -> str:
     else:
         name = f"cpu ({torch.get_num_threads()} threads, {(platform.machine() + ' ' + platform.processor()).strip()})"
     return f"{name}, torch {torch.__version__}"
-
-
-# --------------------------------------------------------------------------------------------------- devices
-def _mps_available() -> bool:
-    return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
-
-
-def pick_device(preference: str | torch.device = "auto") -> torch.device:
-    """Choose the device to run on.
-
-    ``"auto"`` takes the first that works of cuda -> mps -> cpu. CUDA respects ``CUDA_VISIBLE_DEVICES``: devices
-    hidden by it do not exist for this process, and ``cuda:0`` is the first *visible* one. Asking explicitly for a
-    device that is not there raises :class:`DeviceUnavailableError` with what to do instead.
-    """
-    if isinstance(preference, torch.device):
-        preference = str(preference)
-    pref = (preference or "auto").strip().lower()
-    if pref == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda", torch.cuda.current_device())
-        if _mps_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    try:
-        dev = torch.device(pref)
-    except RuntimeError as e:
-        raise ValueError(f"Unknown device {preference!r}: use 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'.") from e
-    if dev.type == "cpu":
-        return dev
-    if dev.type == "cuda":
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if not torch.cuda.is_available():
-            hint = (f" CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from this process." if visible is not None
-                    and visible.strip() in ("", "-1") else "")
-            raise DeviceUnavailableError(
-                f"CUDA was asked for, but this process sees no CUDA GPU (torch {torch.__version__}, built for CUDA "
-                f"{torch.version.cuda or 'none: a CPU-only build'}).{hint} Use DEVICE='auto' to fall back to "
-                "MPS or CPU, or run Day 01's checks: `nvidia-smi` on the host, the driver, and a CUDA build of torch."
-            )
-        count = torch.cuda.device_count()
-        index = dev.index if dev.index is not None else torch.cuda.current_device()
-        if index >= count:
-            raise DeviceUnavailableError(
-                f"cuda:{index} was asked for, but only {count} GPU(s) are visible (CUDA_VISIBLE_DEVICES="
-                f"{visible!r}); indices count visible devices from 0. Use cuda:0..cuda:{count - 1}."
-            )
-        return torch.device("cuda", index)
-    if dev.type == "mps":
-        if not _mps_available():
-            raise DeviceUnavailableError(
-                "MPS (Apple GPU) was asked for, but it is not available here: it needs macOS 12.3+ on Apple "
-                "silicon and an arm64 build of torch. Use DEVICE='auto' to fall back to the CPU."
-            )
-        return dev
-    raise ValueError(f"Device type {dev.type!r} is not supported by the course: use 'auto', 'cpu', 'cuda' or 'mps'.")
-
-
-def synchronize(device: torch.device | str) -> None:
-    """Wait until all queued work on ``device`` has finished (a no-op on the CPU, which runs eagerly)."""
-    dev = torch.device(device)
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-    elif dev.type == "mps":
-        torch.mps.synchronize()
-
-
-# --------------------------------------------------------------------------------------------------- run size
-def smoke_mode(flag: bool = False) -> bool:
-    """True when the notebook should run at smoke size: ``flag`` set, or running under nbgrader
-    (``NBGRADER_EXECUTION``) or with ``BOOTCAMP_SMOKE=1`` in the environment."""
-    if flag:
-        return True
-    return any(os.environ.get(v, "").strip() not in ("", "0", "false", "False") for v in SMOKE_ENV_VARS)
-
-
-@dataclass
-class CourseRun:
-    """What a notebook needs to know about this run: the device, whether it is a smoke run, and the seed."""
-
-    device: torch.device
-    smoke: bool
-    seed: int
-
-    @property
-    def on_gpu(self) -> bool:
-        return self.device.type == "cuda"
-
-    @property
-    def mode(self) -> str:
-        """``"smoke"``, ``"gpu"`` or ``"cpu"`` (MPS counts as ``"cpu"``-sized: laptops)."""
-        return "smoke" if self.smoke else ("gpu" if self.on_gpu else "cpu")
-
-    def pick(self, *, smoke: T, cpu: T, gpu: T) -> T:
-        """The value for this run's size: ``smoke`` in smoke runs, ``gpu`` on CUDA, else ``cpu``."""
-        return {"smoke": smoke, "cpu": cpu, "gpu": gpu}[self.mode]
-
-    def hardware(self) -> str:
-        return hardware_label(self.device)
-
-
-def course_setup(smoke: bool = False, device: str = "auto", seed: int = 0, deterministic: bool = False,
-                 quiet: bool = False) -> CourseRun:
-    """Start a notebook: resolve smoke mode and the device, seed every RNG, print one banner line.
-
-    Args:
-        smoke: the notebook's ``SMOKE`` parameter (nbgrader and ``BOOTCAMP_SMOKE=1`` also turn it on).
-        device: the notebook's ``DEVICE`` parameter: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"mps"``.
-        seed: seed for ``random``, NumPy and torch.
-        deterministic: also ask torch for deterministic kernels (slower; see :mod:`utils.seeding`).
-    """
-    from .seeding import seed_everything
-
-    run = CourseRun(device=pick_device(device), smoke=smoke_mode(smoke), seed=seed)
-    seed_everything(seed, deterministic=deterministic)
-    if not quiet:
-        print(f"[course] device={run.device} mode={run.mode} seed={seed} | {run.hardware()} | "
-              f"python {sys.version.split()[0]}")
-    return run

@@ -18,7 +18,7 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from .environment import synchronize
+from .device import synchronize
 
 
 def confusion_matrix(preds: torch.Tensor, targets: torch.Tensor, num_classes: int) -> torch.Tensor:
