@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import math
+import sys
+import weakref
 
 import pytest
 import torch
 
+from utils import batch_size as BS
 from utils.batch_size import budget_fits, cuda_fits, find_max_batch_size, formula_max_batch_size
 from utils.memory import MemoryBreakdown
 
@@ -53,3 +56,55 @@ def test_cuda_fits_runs_on_cpu_and_catches_oom(monkeypatch):
     monkeypatch.setattr(model, "forward", oom_above_8)
     assert fits(16) is False
     assert find_max_batch_size(fits).max_batch_size == 8
+
+
+@pytest.mark.parametrize("error", [
+    torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+    RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"),
+    RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"),
+])
+def test_cuda_fits_treats_allocation_failures_as_oom_and_frees_outside_except(monkeypatch, error):
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 3))
+    real_forward = model.forward
+    held = []
+
+    def fail_above_8(x):
+        if x.shape[0] > 8:
+            held.append(weakref.ref(x))
+            raise type(error)(*error.args)  # a fresh exception, referenced only by the search's except block
+        return real_forward(x)
+
+    frees = []
+
+    def spy_free(device):
+        # By now the except block is left and the failed attempt's batch is unreachable.
+        frees.append((sys.exc_info()[0], all(r() is None for r in held)))
+
+    monkeypatch.setattr(model, "forward", fail_above_8)
+    monkeypatch.setattr(BS, "free_device_memory", spy_free)
+    fits = cuda_fits(model, (3, 2, 2), num_classes=3, optimizer="sgd", steps=1)
+    assert fits(16) is False
+    assert frees == [(None, True)]
+    assert find_max_batch_size(fits).max_batch_size == 8
+
+
+def test_cuda_fits_lets_other_errors_through(monkeypatch):
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 3))
+
+    def broken(x):
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+
+    monkeypatch.setattr(model, "forward", broken)
+    with pytest.raises(RuntimeError, match="shapes"):
+        cuda_fits(model, (3, 2, 2), num_classes=3, optimizer="sgd", steps=1)(4)
+
+
+def test_cuda_fits_enters_no_autocast_context_without_amp(monkeypatch):
+    def forbidden(*args, **kwargs):
+        raise AssertionError("no autocast context (not even a disabled one) without AMP")
+
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 3))
+    monkeypatch.setattr(torch, "autocast", forbidden)
+    assert cuda_fits(model, (3, 2, 2), num_classes=3, optimizer="sgd", steps=1)(4) is True
+    monkeypatch.undo()
+    assert cuda_fits(model, (3, 2, 2), 3, "adam", steps=1, autocast_dtype=torch.bfloat16)(4) is True

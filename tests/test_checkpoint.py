@@ -1,6 +1,7 @@
 """utils.checkpoint: exact resume (bit-identical on CPU), crash safety of atomic saves, clear errors."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -129,16 +130,90 @@ def test_mismatched_checkpoint_names_the_problem(tmp_path):
         C.load_model_state(nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2)), nn.Sequential(nn.Linear(2, 2)).state_dict())
 
 
-def test_rng_state_round_trip():
+def _draw():
     import random
 
     import numpy as np
 
-    state = C.capture_rng_state()
-    a = (random.random(), np.random.rand(), torch.rand(2))
+    return random.random(), float(np.random.rand()), float(np.random.randn()), torch.rand(2)
+
+
+def _same(a, b) -> bool:
+    return a[:3] == b[:3] and torch.equal(a[3], b[3])
+
+
+def test_rng_state_round_trip_through_a_weights_only_file(tmp_path):
+    import numpy as np
+
+    np.random.randn()  # leave a cached Gaussian in NumPy's state: part of what must be restored
+    C.atomic_save({"model": {}, "rng": C.capture_rng_state()}, tmp_path / "rng.pt")
+    first = _draw()
+    C.restore_rng_state(C.load_checkpoint(tmp_path / "rng.pt")["rng"])
+    assert _same(first, _draw())
+
+
+def test_rng_state_is_restored_from_cpu_bytes_whatever_the_map_location(tmp_path):
+    C.atomic_save({"model": {}, "rng": C.capture_rng_state()}, tmp_path / "rng.pt")
+    first = _draw()
+    state = C.load_checkpoint(tmp_path / "rng.pt")["rng"]
+    # What map_location="cuda" does on a GPU machine, simulated: the state is no longer a CPU ByteTensor, which
+    # torch.set_rng_state rejects with a TypeError.
+    state["torch"] = state["torch"].to(torch.int16)
     C.restore_rng_state(state)
-    b = (random.random(), np.random.rand(), torch.rand(2))
-    assert a[0] == b[0] and a[1] == b[1] and torch.equal(a[2], b[2])
+    assert _same(first, _draw())
+
+
+def test_cuda_rng_states_are_restored_as_cpu_bytes_on_the_devices_present(monkeypatch):
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda t, device="cuda": restored.append((t, device)))
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [torch.arange(16, dtype=torch.uint8)] * 2)
+    state = C.capture_rng_state()
+    state["cuda"] = [t.to(torch.float64) for t in state["cuda"]]  # as if map_location had moved them
+    C.restore_rng_state(state)
+    assert len(restored) == 1, "saved on two GPUs, restored on the one present"
+    t, device = restored[0]
+    assert device == 0 and t.device.type == "cpu" and t.dtype == torch.uint8
+    assert torch.equal(t, torch.arange(16, dtype=torch.uint8))
+
+
+SIDE_EFFECTS: list[str] = []
+
+
+def _record(message: str) -> str:
+    SIDE_EFFECTS.append(message)
+    return message
+
+
+class _Payload:
+    """Unpickling this calls a function: with weights_only=False it would run (it could be any code)."""
+
+    def __reduce__(self):
+        return (_record, ("code ran while loading",))
+
+
+def test_loading_refuses_pickled_code(tmp_path):
+    path = tmp_path / "untrusted.pt"
+    torch.save({"model": {}, "extra": _Payload()}, path)
+    with pytest.raises(C.CheckpointError, match="arbitrary code"):
+        C.load_checkpoint(path)
+    assert SIDE_EFFECTS == []
+
+
+@dataclasses.dataclass
+class _Config:
+    lr: float = 0.1
+
+
+def test_a_trusted_class_can_be_allowed_for_one_load(tmp_path):
+    path = tmp_path / "config.pt"
+    torch.save({"model": {}, "extra": {"config": _Config(0.5)}}, path)
+    with pytest.raises(C.CheckpointError, match="safe_globals"):
+        C.load_checkpoint(path)
+    assert C.load_checkpoint(path, safe_globals=[_Config])["extra"]["config"] == _Config(0.5)
+    with pytest.raises(C.CheckpointError):
+        C.load_checkpoint(path)  # allowed for that load only
 
 
 def test_format_version_is_checked(tmp_path):

@@ -7,8 +7,9 @@ import sys
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
+from utils import step as STEP
 from utils import training as TR
 from utils.data import load_dataset
 from utils.models import small_cnn
@@ -115,24 +116,77 @@ def test_evaluate_uses_eval_mode_and_no_graph():
     assert seen == {"training": False, "grad": False}
 
 
-def test_logging_reads_the_device_once_per_interval(monkeypatch):
+@pytest.mark.parametrize("progress, reads", [(True, 4 + 2), (False, 2)])
+def test_logging_reads_the_device_once_per_interval(monkeypatch, progress, reads):
     x, y = _linear_data(40)
     model = nn.Linear(5, 3)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     calls = {"item": 0}
     real_item = torch.Tensor.item
+    loop_files = (TR.__file__, STEP.__file__)
 
     def counting_item(self):
-        if sys._getframe(1).f_code.co_filename == TR.__file__:  # the loop's reads, not the DataLoader's seeding
+        if sys._getframe(1).f_code.co_filename in loop_files:  # the loop's reads, not the DataLoader's seeding
             calls["item"] += 1
         return real_item(self)
 
     monkeypatch.setattr(torch.Tensor, "item", counting_item)
-    stats = TR.train_one_epoch(model, DataLoader(TensorDataset(x, y), batch_size=2), opt, "cpu", log_every=5,
-                               progress=False)
-    # 20 steps, a log every 5 -> 4 reads, plus loss and accuracy at the end of the epoch
-    assert calls["item"] == 4 + 2
-    assert [s for s, _ in stats.logged] == [5, 10, 15, 20]
+    TR.train_one_epoch(model, DataLoader(TensorDataset(x, y), batch_size=2), opt, "cpu", log_every=5,
+                       progress=progress)
+    # 20 steps: with a progress bar a read every 5 -> 4 reads; always loss and accuracy at the end of the epoch
+    assert calls["item"] == reads
+
+
+class _Stream(IterableDataset):
+    """A dataset of unknown length: ``len()`` of its DataLoader raises TypeError."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __iter__(self):
+        return iter(zip(self.x, self.y))
+
+
+def _hand_accumulated(model, opt, scheduler, groups, max_norm):
+    """The reference, written out: each group's micro-batch losses divided by that group's own size, then clip,
+    step and schedule. Returns the gradient norm of the last group."""
+    loss_fn = nn.CrossEntropyLoss()
+    norm = None
+    for group in groups:
+        opt.zero_grad()
+        for xs, ys in group:
+            (loss_fn(model(xs), ys) / len(group)).backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        opt.step()
+        scheduler.step()
+    return norm
+
+
+@pytest.mark.parametrize("kind", ["iterable_dataset", "generator", "generator_shorter_than_max_steps"])
+@pytest.mark.parametrize("use_scaler", [False, True])
+def test_unknown_length_last_group_is_clipped_scheduled_and_normalised(kind, use_scaler):
+    x, y = _linear_data(36)   # 6 micro-batches of 6 with k=4: groups of 4 and 2, the loader's length unknown
+    (ref, opt_ref), (acc, opt_acc) = _twin_linear_models()
+    decay = lambda step: 1.0 / (1 + step)  # noqa: E731  (changes the lr at every step, so a missed step shows)
+    sched_ref = torch.optim.lr_scheduler.LambdaLR(opt_ref, decay)
+    sched_acc = torch.optim.lr_scheduler.LambdaLR(opt_acc, decay)
+    micro = [(x[i:i + 6], y[i:i + 6]) for i in range(0, 36, 6)]
+    want_norm = _hand_accumulated(ref, opt_ref, sched_ref, [micro[:4], micro[4:]], max_norm=0.05)
+    if kind == "iterable_dataset":
+        loader, max_steps = DataLoader(_Stream(x, y), batch_size=6), None
+        with pytest.raises(TypeError):
+            len(loader)
+    else:
+        loader, max_steps = (b for b in micro), (100 if kind == "generator_shorter_than_max_steps" else None)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0) if use_scaler else None
+    stats = TR.train_one_epoch(acc, loader, opt_acc, "cpu", accumulation_steps=4, max_grad_norm=0.05,
+                               scheduler=sched_acc, scaler=scaler, max_steps=max_steps, progress=False)
+    assert stats.steps == 2 and stats.samples == 36
+    assert sched_acc.last_epoch == sched_ref.last_epoch == 2, "the last, shorter group must step the scheduler"
+    assert stats.grad_norm == pytest.approx(float(want_norm), rel=1e-5), \
+        "the last group's gradient must be its mean (divided by 2, not 4), measured before clipping"
+    for a, b in zip(ref.parameters(), acc.parameters()):
+        assert torch.allclose(a, b, atol=1e-6), "the last group must be clipped like every other"
 
 
 def test_clipping_reports_the_norm_and_amp_runs_on_cpu():

@@ -2,8 +2,8 @@
 
 The search only asks a yes/no question, ``fits(batch_size) -> bool``, so the same algorithm runs everywhere:
 
-- on CUDA, :func:`cuda_fits` runs real training steps and answers False when ``torch.OutOfMemoryError`` is raised
-  (after freeing the memory the failed attempt held);
+- on CUDA, :func:`cuda_fits` runs real training steps and answers False on an out-of-memory error
+  (``torch.OutOfMemoryError``, or cuDNN/cuBLAS failing to allocate), after freeing what the failed attempt held;
 - on any device, :func:`budget_fits` answers from the memory model (:mod:`utils.memory`) and a stated budget in
   bytes, so CI and laptops run the identical search;
 - tests pass a fake ``fits`` with a known answer.
@@ -18,6 +18,8 @@ import torch
 from torch import nn
 
 from .memory import MemoryBreakdown, make_optimizer
+from .precision import make_grad_scaler
+from .step import train_step
 
 
 @dataclass
@@ -75,8 +77,23 @@ def budget_fits(breakdown: MemoryBreakdown, budget_bytes: int, overhead_fraction
     return fits
 
 
+#: Messages of errors that mean "the device ran out of memory" without being a ``torch.OutOfMemoryError``: cuDNN
+#: and cuBLAS report a failed workspace or handle allocation as a plain ``RuntimeError``.
+OOM_MARKERS = ("out of memory", "CUDNN_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_ALLOC_FAILED")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """True for ``torch.OutOfMemoryError``, and for cuDNN/cuBLAS allocation failures raised as ``RuntimeError``."""
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    return isinstance(error, RuntimeError) and any(m in str(error) for m in OOM_MARKERS)
+
+
 def free_device_memory(device: torch.device | str) -> None:
-    """Drop Python references' garbage and return cached blocks to the driver (CUDA); harmless elsewhere."""
+    """Drop Python references' garbage and return cached blocks to the driver (CUDA); harmless elsewhere.
+
+    Call it *after* leaving the ``except`` block of an out-of-memory error: inside it, the exception's traceback
+    still holds the frames of the failed attempt, and with them its tensors."""
     gc.collect()
     dev = torch.device(device)
     if dev.type == "cuda":
@@ -86,34 +103,35 @@ def free_device_memory(device: torch.device | str) -> None:
 
 def cuda_fits(model: nn.Module, sample_shape: tuple[int, ...], num_classes: int, optimizer: str = "adam",
               steps: int = 2, autocast_dtype: torch.dtype | None = None) -> Callable[[int], bool]:
-    """A ``fits`` that runs ``steps`` real training steps at the batch size on the model's device and reports
-    whether they ran. Out-of-memory (``torch.OutOfMemoryError``) becomes False, after freeing what the failed
-    attempt held, so the search can continue. Other errors propagate. Works on any device, but only CUDA raises
-    a catchable out-of-memory error; on a CPU the operating system may kill the process instead."""
+    """A ``fits`` that runs ``steps`` real training steps (:func:`utils.step.train_step`, the loop's own step) at
+    the batch size on the model's device and reports whether they ran. An out-of-memory error
+    (:func:`is_out_of_memory`) becomes False, and the memory the failed attempt held is freed before the next trial.
+    Other errors propagate. Works on any device, but only CUDA raises a catchable out-of-memory error; on a CPU the
+    operating system may kill the process instead."""
     device = next(model.parameters()).device
 
-    def fits(batch_size: int) -> bool:
+    def attempt(batch_size: int) -> None:
+        # Every tensor of the attempt is a local of this frame, so it dies with the frame (or its traceback).
         opt = make_optimizer(optimizer, model.parameters(), lr=0.0)
-        x = y = loss = None
+        scaler = make_grad_scaler(autocast_dtype, device)
+        x = torch.randn(batch_size, *sample_shape, device=device)
+        y = torch.randint(0, num_classes, (batch_size,), device=device)
+        model.train()
+        for _ in range(steps):
+            train_step(model, x, y, opt, amp_dtype=autocast_dtype, scaler=scaler)
+
+    def fits(batch_size: int) -> bool:
         try:
-            x = torch.randn(batch_size, *sample_shape, device=device)
-            y = torch.randint(0, num_classes, (batch_size,), device=device)
-            for _ in range(steps):
-                opt.zero_grad(set_to_none=True)
-                ctx = (torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype is not None
-                       else torch.autocast(device.type, enabled=False))
-                with ctx:
-                    loss = nn.functional.cross_entropy(model(x), y)
-                loss.backward()
-                opt.step()
-            return True
-        except torch.OutOfMemoryError:
-            return False
-        finally:
-            # The exception's traceback holds references to the frames' tensors: drop them all before freeing.
-            del x, y, loss, opt
-            model.zero_grad(set_to_none=True)
-            free_device_memory(device)
+            attempt(batch_size)
+            ok = True
+        except RuntimeError as error:  # torch.OutOfMemoryError is a RuntimeError too
+            if not is_out_of_memory(error):
+                raise
+            ok = False
+        # Out of the except block: the traceback and the attempt's frame are gone, so their tensors can be freed.
+        model.zero_grad(set_to_none=True)
+        free_device_memory(device)
+        return ok
 
     return fits
 

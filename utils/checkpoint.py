@@ -3,27 +3,32 @@
 - :func:`atomic_save` writes to a temporary file in the same folder, flushes it to disk, then ``os.replace``\\ s it
   over the target: a crash at any moment leaves either the old checkpoint or the new one, never half a file.
   The previous checkpoint is kept as ``<name>.prev`` so a bad new one can be rolled back.
-- :func:`load_checkpoint` turns a corrupt or mismatched file into an error that says what is wrong.
-- :func:`capture_rng_state` / :func:`restore_rng_state` cover Python, NumPy and torch (CPU and CUDA) generators.
+- :func:`load_checkpoint` reads with ``torch.load(weights_only=True)``: a checkpoint is a pickle, and unpickling
+  arbitrary objects can run arbitrary code, so only tensors and plain containers are rebuilt. Corrupt, unsafe or
+  mismatched files become an error that says what is wrong.
+- :func:`capture_rng_state` / :func:`restore_rng_state` cover Python, NumPy and torch (CPU and CUDA) generators,
+  stored as plain lists, numbers and CPU ByteTensors so that ``weights_only=True`` can load them; they are restored
+  from CPU tensors whatever ``map_location`` the checkpoint was loaded with.
 - :class:`ResumableSampler` shuffles per epoch from a seed and can skip the samples already consumed, so a resumed
   run sees exactly the batches the uninterrupted run would have seen.
 """
 from __future__ import annotations
 
 import os
+import pickle
 import random
 import shutil
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import Sampler
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: RNG states as plain data (lists, numbers, ByteTensors), loadable with weights_only
 
 
 class CheckpointError(RuntimeError):
@@ -66,20 +71,40 @@ def _keep_previous(path: Path) -> None:
     os.replace(staged, prev)
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Load a checkpoint written by :func:`atomic_save`, with clear errors for missing and corrupt files."""
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu",
+                    safe_globals: Sequence[Any] = ()) -> dict[str, Any]:
+    """Load a checkpoint written by :func:`atomic_save` with ``weights_only=True``, with clear errors for missing,
+    corrupt and unsafe files.
+
+    A checkpoint made of state dicts, numbers, strings, lists and dicts (all :func:`training_state` writes) needs
+    nothing more. For a class of your own stored in it (a config dataclass, say), pass it in ``safe_globals`` once
+    you have checked it is harmless; it is allowed for this load only (``torch.serialization.safe_globals``).
+    """
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"no checkpoint at {path}: start from scratch, or point to an existing file")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=False)
+        with torch.serialization.safe_globals(list(safe_globals)):
+            state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        if "was not an allowed global" in str(e):
+            raise CheckpointError(
+                f"{path} stores Python objects beyond tensors and plain containers, which weights_only loading "
+                f"refuses because unpickling them can run arbitrary code ({str(e).splitlines()[-1][:200]}). Save "
+                "plain data (state_dicts, numbers, strings, lists, dicts), pass the class in safe_globals if you "
+                "trust it, or load a file you made yourself with torch.load(path, weights_only=False).") from e
+        raise CheckpointError(_corrupt_message(path, e)) from e
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as e:
-        prev = path.with_name(path.name + ".prev")
-        hint = f" The previous checkpoint {prev} may still be good." if prev.exists() else ""
-        raise CheckpointError(f"checkpoint {path} is corrupt or truncated ({type(e).__name__}: {e}).{hint}") from e
+        raise CheckpointError(_corrupt_message(path, e)) from e
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{path} is not a training checkpoint (expected a dict with a 'model' entry)")
     return state
+
+
+def _corrupt_message(path: Path, error: BaseException) -> str:
+    prev = path.with_name(path.name + ".prev")
+    hint = f" The previous checkpoint {prev} may still be good." if prev.exists() else ""
+    return f"checkpoint {path} is corrupt or truncated ({type(error).__name__}: {error}).{hint}"
 
 
 def load_model_state(model: nn.Module, state_dict: dict[str, torch.Tensor], source: str = "checkpoint") -> None:
@@ -103,19 +128,39 @@ def load_model_state(model: nn.Module, state_dict: dict[str, torch.Tensor], sour
 
 
 def capture_rng_state() -> dict[str, Any]:
-    """Every random generator's state: Python, NumPy, torch CPU and (if present) every CUDA device."""
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """Every random generator's state: Python, NumPy, torch CPU and (if present) every CUDA device, as plain lists,
+    numbers and CPU ByteTensors (what ``torch.load(weights_only=True)`` accepts)."""
+    version, internal, gauss_next = random.getstate()
+    numpy_state = np.random.get_state(legacy=False)
+    state: dict[str, Any] = {
+        "python": [version, list(internal), gauss_next],
+        "numpy": {"bit_generator": numpy_state["bit_generator"], "key": numpy_state["state"]["key"].tolist(),
+                  "pos": int(numpy_state["state"]["pos"]), "has_gauss": int(numpy_state["has_gauss"]),
+                  "gauss": float(numpy_state["gauss"])},
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
 
+def _cpu_bytes(t: torch.Tensor) -> torch.Tensor:
+    """The RNG setters accept only a CPU ByteTensor; ``load_checkpoint(map_location="cuda")`` moved it to the GPU."""
+    return t.detach().to(device="cpu", dtype=torch.uint8)
+
+
 def restore_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
+    """Put back what :func:`capture_rng_state` returned, from CPU copies of the torch states. CUDA states are restored
+    on the devices present (the first ``min(saved, visible)`` of them)."""
+    version, internal, gauss_next = state["python"]
+    random.setstate((version, tuple(internal), gauss_next))
+    np_state = state["numpy"]
+    np.random.set_state((np_state["bit_generator"], np.asarray(np_state["key"], dtype=np.uint32), np_state["pos"],
+                         np_state["has_gauss"], np_state["gauss"]))
+    torch.set_rng_state(_cpu_bytes(state["torch"]))
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        for index, cuda_state in enumerate(state["cuda"][:torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(_cpu_bytes(cuda_state), index)
 
 
 class ResumableSampler(Sampler[int]):

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import copy
 import gc
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable, Sequence
 
 import torch
 from torch import nn
+
+from .precision import autocast_context
+from .step import train_step
 
 #: Optimizer-state tensors kept per parameter tensor, each the size of the parameter.
 OPTIMIZER_STATE_SLOTS: dict[str, int] = {"sgd": 0, "sgd_momentum": 1, "adam": 2, "adamw": 2}
@@ -148,8 +150,7 @@ def saved_activation_bytes(model: nn.Module, inputs: torch.Tensor, *, autocast_d
     """
     was_training = model.training
     model.train()
-    ctx = (torch.autocast(inputs.device.type, dtype=autocast_dtype) if autocast_dtype is not None
-           else nullcontext())
+    ctx = autocast_context(inputs.device.type, autocast_dtype)
     try:
         with SavedTensorLog(exclude=model.parameters()) as log, ctx:
             out = model(inputs)
@@ -252,21 +253,19 @@ def measure_breakdown(model: nn.Module, sample_shape: Sequence[int], batch_size:
 
 
 def cuda_peak_training_bytes(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, optimizer: str = "adam",
-                             steps: int = 2) -> int | None:
-    """``torch.cuda.max_memory_allocated`` over ``steps`` real training steps (bytes): the absolute peak, so it
-    includes the parameters and anything else already on the device. ``None`` when ``inputs`` are not on CUDA."""
+                             steps: int = 2, autocast_dtype: torch.dtype | None = None) -> int | None:
+    """``torch.cuda.max_memory_allocated`` over ``steps`` real training steps (bytes) of :func:`utils.step.train_step`
+    (the loop's step, so the peak is the loop's peak): the absolute peak, so it includes the parameters and anything
+    else already on the device. ``None`` when ``inputs`` are not on CUDA."""
     device = inputs.device
     if device.type != "cuda" or not torch.cuda.is_available():
         return None
     opt = make_optimizer(optimizer, model.parameters())
-    loss_fn = nn.CrossEntropyLoss()
     model.train()
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
     for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
-        loss_fn(model(inputs), targets).backward()
-        opt.step()
+        train_step(model, inputs, targets, opt, amp_dtype=autocast_dtype)
     torch.cuda.synchronize(device)
     peak = torch.cuda.max_memory_allocated(device)
     del opt

@@ -41,17 +41,6 @@ def plot_history(history: History | Sequence[dict[str, float]], metrics: Iterabl
     return fig
 
 
-def plot_steps(logged: Sequence[tuple[int, float]], ax=None, label: str = "running loss"):
-    """Plot the ``(step, value)`` pairs an epoch logged (:attr:`utils.training.EpochStats.logged`)."""
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 3.5))
-    steps, values = zip(*logged) if logged else ((), ())
-    ax.plot(steps, values, "-", label=label)
-    ax.set_xlabel("step")
-    ax.legend()
-    return ax
-
-
 def bar_chart(labels: Sequence[str], values: Sequence[float], *, ylabel: str, title: str = "",
               hardware: str | None = None, annotate: str = "{:.3g}"):
     """A labelled bar chart; ``hardware`` is printed under the title so the numbers keep their context."""

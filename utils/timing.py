@@ -1,7 +1,7 @@
 """Honest timing: warm up, synchronise the device, repeat, report the median.
 
 GPU work is asynchronous: a CUDA call returns once the kernel is *queued*. Timing without
-:func:`utils.environment.synchronize` measures the queueing, not the work. The first calls also pay one-off costs
+:func:`utils.device.synchronize` measures the queueing, not the work. The first calls also pay one-off costs
 (allocator growth, cuDNN autotuning, lazy initialisation, thread-pool start-up), hence the warm-up.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from .environment import synchronize
+from .device import synchronize
 
 
 @dataclass
@@ -75,20 +75,6 @@ def time_fn(fn: Callable[[], object], *, device: torch.device | str = "cpu", war
         synchronize(dev)
         times.append(time.perf_counter() - start)
     return Timing(times, warmup, str(dev))
-
-
-def benchmark_fn(fn: Callable[[], object], *, label: str = "", sub_label: str = "", description: str = "",
-                 min_run_time_s: float = 0.2, num_threads: int | None = None):
-    """``torch.utils.benchmark`` for the same job: it synchronises CUDA and picks the repeat count itself.
-
-    Returns a ``torch.utils.benchmark.Measurement`` (``.median`` in seconds); collect several into
-    ``torch.utils.benchmark.Compare`` for a table.
-    """
-    from torch.utils import benchmark
-
-    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=label, sub_label=sub_label,
-                            description=description, num_threads=num_threads or torch.get_num_threads())
-    return timer.blocked_autorange(min_run_time=min_run_time_s)
 
 
 class Stopwatch:

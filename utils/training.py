@@ -2,67 +2,31 @@
 
 Design points, each a lesson of the course:
 - no host sync on every step: running loss and correct counts stay on the device and are read (one ``.item()``)
-  only every ``log_every`` steps and at the end of the epoch;
+  only every ``log_every`` steps for the progress bar and at the end of the epoch;
 - accuracy is averaged over *samples*, not over batches (the last batch may be smaller);
 - gradient accumulation divides the loss by the number of micro-batches in the group, so the gradient equals the
   one of a single large batch;
 - mixed precision through ``torch.autocast`` on any device, with a ``GradScaler`` for fp16;
 - gradient clipping after unscaling, with the total norm returned for logging.
+
+The step itself (forward, loss, backward, clip, optimizer) is :func:`utils.step.train_step`; precision choices live in
+:mod:`utils.precision`.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import torch
 from torch import nn
 
-from .environment import synchronize
+from .device import synchronize
+from .precision import autocast_context, make_grad_scaler, resolve_amp
+from .step import LossFn, optimizer_step, train_step
 
-LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-# --------------------------------------------------------------------------------------------------- precision
-def resolve_amp(amp: bool | str | torch.dtype | None, device: torch.device | str) -> torch.dtype | None:
-    """The autocast dtype for ``amp`` on ``device``, or ``None`` for full fp32.
-
-    ``amp`` may be ``False``/``None`` (off), ``True`` or ``"auto"`` (bf16 where the device supports it, else fp16),
-    ``"bf16"``/``"fp16"`` or a torch dtype.
-    """
-    dev = torch.device(device)
-    if amp is None or amp is False or amp == "off":
-        return None
-    if amp is True or amp == "auto":
-        if dev.type == "cuda":
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.bfloat16 if dev.type == "cpu" else torch.float16
-    table = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
-             torch.bfloat16: torch.bfloat16, torch.float16: torch.float16}
-    if amp not in table:
-        raise ValueError(f"amp must be False, True, 'auto', 'bf16' or 'fp16', got {amp!r}")
-    dtype = table[amp]
-    if dtype == torch.float16 and dev.type == "cpu":
-        raise ValueError("fp16 autocast on the CPU is slow and poorly supported: use amp='bf16' on the CPU.")
-    return dtype
-
-
-def make_grad_scaler(amp_dtype: torch.dtype | None, device: torch.device | str) -> torch.amp.GradScaler | None:
-    """A ``GradScaler`` when training in fp16 (whose small range needs loss scaling); ``None`` otherwise."""
-    dev = torch.device(device)
-    if amp_dtype == torch.float16:
-        return torch.amp.GradScaler(dev.type)
-    return None
-
-
-def _autocast(device: torch.device, amp_dtype: torch.dtype | None):
-    # Without AMP, no autocast context at all: even a disabled one measurably slows CPU training steps
-    # (about 5 % for ResNet50 at 32 px on this course's CI machine, benchmarks/loop_overhead.py).
-    if amp_dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=amp_dtype)
+__all__ = ["EpochStats", "History", "evaluate", "fit", "make_grad_scaler", "resolve_amp", "train_one_epoch"]
 
 
 def _to(batch: Any, device: torch.device, non_blocking: bool) -> Any:
@@ -94,12 +58,20 @@ class EpochStats:
     seconds: float
     steps: int = 0                        # optimizer steps (train) or batches (eval)
     grad_norm: float | None = None        # total gradient norm before clipping, at the last optimizer step
-    logged: list[tuple[int, float]] = field(default_factory=list)  # (batch index, running loss) every log_every
 
     @property
     def samples_per_s(self) -> float:
         """Throughput in samples/s (images/s), including data loading."""
         return self.samples / self.seconds if self.seconds > 0 else float("nan")
+
+
+def _planned_group_size(batch_index: int, accumulation_steps: int, total: int | None) -> int:
+    """Micro-batches in the group that starts at ``batch_index``: ``accumulation_steps``, or fewer for the last
+    group when the number of batches is known."""
+    remaining = None if total is None else total - batch_index
+    if remaining is None or remaining <= 0:  # unknown length (or a loader longer than its len())
+        return accumulation_steps
+    return min(accumulation_steps, remaining)
 
 
 def train_one_epoch(model: nn.Module, loader: Iterable, optimizer: torch.optim.Optimizer,
@@ -108,15 +80,20 @@ def train_one_epoch(model: nn.Module, loader: Iterable, optimizer: torch.optim.O
                     max_grad_norm: float | None = None, scheduler: Any = None, log_every: int = 50,
                     max_steps: int | None = None, progress: bool = True, desc: str = "train",
                     non_blocking: bool = True) -> EpochStats:
-    """One epoch of training. Returns an :class:`EpochStats`.
+    """One epoch of training, each batch through :func:`utils.step.train_step`. Returns an :class:`EpochStats`.
 
     Args:
-        amp: see :func:`resolve_amp`. With fp16 a ``GradScaler`` is created unless ``scaler`` is given.
-        accumulation_steps: micro-batches per optimizer step (each micro-batch's loss is divided by the number of
-            micro-batches in its group, the last group may be shorter).
+        amp: see :func:`utils.precision.resolve_amp`. With fp16 a ``GradScaler`` is created unless ``scaler`` is
+            given.
+        accumulation_steps: micro-batches per optimizer step. Each micro-batch's loss is divided by the number of
+            micro-batches in its group, so the step uses the group's mean gradient. The last group may be shorter:
+            with a known length (``len(loader)`` or ``max_steps``) it is divided by its own size from the start;
+            when the loader ends earlier than known (an iterable of unknown length), the gradients of that group
+            are rescaled by planned/actual size before its step, which is then clipped and scheduled like any other.
         max_grad_norm: clip the total gradient norm to this value (after unscaling); ``None`` leaves gradients.
         scheduler: stepped after every optimizer step (a per-step schedule); epoch schedules belong in ``fit``.
-        log_every: read the running loss from the device every this many batches (one host sync each).
+        log_every: with ``progress``, read the running loss from the device every this many batches for the
+            progress bar (one host sync each); without a progress bar nothing is read until the epoch ends.
         max_steps: stop after this many batches (for quick runs).
     """
     if accumulation_steps < 1:
@@ -124,7 +101,6 @@ def train_one_epoch(model: nn.Module, loader: Iterable, optimizer: torch.optim.O
     if log_every < 1:
         raise ValueError(f"log_every must be >= 1, got {log_every}")
     dev = torch.device(device)
-    loss_fn = loss_fn or nn.CrossEntropyLoss()
     amp_dtype = resolve_amp(amp, dev)
     if scaler is None:
         scaler = make_grad_scaler(amp_dtype, dev)
@@ -141,63 +117,47 @@ def train_one_epoch(model: nn.Module, loader: Iterable, optimizer: torch.optim.O
     samples = 0
     steps = 0
     grad_norm: torch.Tensor | None = None
-    logged: list[tuple[int, float]] = []
+    pending = 0                                # micro-batches backpropagated since the last optimizer step
+    planned = accumulation_steps               # the size the current group's losses were divided by
     bar = _progress(loader, progress, total, desc)
     start = time.perf_counter()
-    i = -1
     for i, (images, targets) in enumerate(bar):
         if max_steps is not None and i >= max_steps:
-            i -= 1
             break
         images, targets = _to(images, dev, non_blocking), _to(targets, dev, non_blocking)
-        group_start = (i // accumulation_steps) * accumulation_steps
-        group_size = accumulation_steps if total is None else min(accumulation_steps, total - group_start)
-        with _autocast(dev, amp_dtype):
-            outputs = model(images)
-            loss = loss_fn(outputs, targets)
-        scaled = loss / group_size
-        if i == group_start:
-            # Zero right before the first backward of a group, not right after the step: on the CPU, gradients
-            # freed before the forward are returned to the OS and re-faulted by backward (about 10 % of a ResNet50
-            # step at 32 px, benchmarks/loop_overhead.py); freed here, backward reuses their memory.
-            optimizer.zero_grad(set_to_none=True)
-        (scaler.scale(scaled) if scaler is not None else scaled).backward()
-        last_of_group = (i + 1 - group_start) == group_size
-        if last_of_group:
-            if max_grad_norm is not None:
-                if scaler is not None:
-                    scaler.unscale_(optimizer)
-                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-            if scaler is not None:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
+        if pending == 0:
+            planned = _planned_group_size(i, accumulation_steps, total)
+        pending += 1
+        result = train_step(model, images, targets, optimizer, loss_fn=loss_fn, amp_dtype=amp_dtype, scaler=scaler,
+                            max_grad_norm=max_grad_norm, loss_divisor=planned, zero_grad=pending == 1,
+                            step=pending == planned)
+        if result.stepped:
+            pending = 0
+            steps += 1
+            grad_norm = result.grad_norm if result.grad_norm is not None else grad_norm
             if scheduler is not None:
                 scheduler.step()
-            steps += 1
         n = targets.shape[0]
         samples += n
-        loss_sum += loss.detach().float() * n
-        correct += (outputs.detach().argmax(dim=1) == targets).sum()
-        if (i + 1) % log_every == 0:
-            running = (loss_sum / samples).item()  # the one host sync per logging interval
-            logged.append((i + 1, running))
-            if progress and hasattr(bar, "set_postfix"):
-                bar.set_postfix(loss=f"{running:.4f}")
-    if i >= 0 and total is None and (i + 1) % accumulation_steps != 0:
-        # Unknown length: the last group was shorter than planned; step on what was accumulated.
-        (scaler.step(optimizer) if scaler is not None else optimizer.step())
-        if scaler is not None:
-            scaler.update()
+        loss_sum += result.loss.float() * n
+        correct += (result.outputs.argmax(dim=1) == targets).sum()
+        if progress and (i + 1) % log_every == 0 and hasattr(bar, "set_postfix"):
+            bar.set_postfix(loss=f"{(loss_sum / samples).item():.4f}")  # the one host sync per logging interval
+    if pending:
+        # The loader ended inside a group (unknown length, or shorter than its len()): its losses were divided by
+        # `planned`, so scale the gradients to the mean over the `pending` micro-batches that really came.
+        norm = optimizer_step(model, optimizer, scaler=scaler, max_grad_norm=max_grad_norm,
+                              grad_multiplier=planned / pending)
+        grad_norm = norm if norm is not None else grad_norm
         steps += 1
+        if scheduler is not None:
+            scheduler.step()
     synchronize(dev)
     seconds = time.perf_counter() - start
     if samples == 0:
         raise ValueError("the loader yielded no batches: check the dataset size, batch_size and drop_last")
     return EpochStats(loss=(loss_sum / samples).item(), accuracy=correct.item() / samples, samples=samples,
-                      seconds=seconds, steps=steps,
-                      grad_norm=None if grad_norm is None else float(grad_norm), logged=logged)
+                      seconds=seconds, steps=steps, grad_norm=None if grad_norm is None else float(grad_norm))
 
 
 def evaluate(model: nn.Module, loader: Iterable, device: torch.device | str, *, loss_fn: LossFn | None = None,
@@ -219,7 +179,7 @@ def evaluate(model: nn.Module, loader: Iterable, device: torch.device | str, *, 
             if max_steps is not None and i >= max_steps:
                 break
             images, targets = _to(images, dev, non_blocking), _to(targets, dev, non_blocking)
-            with _autocast(dev, amp_dtype):
+            with autocast_context(dev.type, amp_dtype):
                 outputs = model(images)
                 loss = loss_fn(outputs, targets)
             n = targets.shape[0]
