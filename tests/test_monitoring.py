@@ -1,12 +1,16 @@
 """utils.monitoring: the background sampler, its readers and its summaries (no GPU needed)."""
 from __future__ import annotations
 
+import sys
 import threading
 import time
+import types
 
 import pytest
+import torch
 
-from utils.monitoring import Monitor, PsutilReader, Sample, make_reader, nvml_available
+from utils.monitoring import (Monitor, NVMLReader, PsutilReader, Sample, make_reader, nvml_available, nvml_uuid,
+                              pci_bus_id)
 
 
 class FakeReader:
@@ -98,3 +102,121 @@ def test_auto_backend_falls_back_to_psutil_without_nvml():
         assert isinstance(Sample(t_s=0.0, **reader.read()), Sample)
     finally:
         reader.close()
+
+
+# ---------------------------------------------------------------------------------------------- simulated GPUs
+class NVMLNotFound(Exception):
+    """What pynvml raises for an unknown UUID or bus id (NVMLError_NotFound)."""
+
+
+def fake_pynvml(gpus: list[dict]) -> types.ModuleType:
+    """A pynvml module holding ``gpus`` in NVML's order (PCI bus order); each reads back its own utilisation."""
+    nv = types.ModuleType("pynvml")
+    nv.NVML_TEMPERATURE_GPU = 0
+    nv.calls = []
+    nv.nvmlInit = lambda: nv.calls.append("init")
+    nv.nvmlShutdown = lambda: nv.calls.append("shutdown")
+    nv.nvmlDeviceGetCount = lambda: len(gpus)
+    nv.nvmlDeviceGetHandleByIndex = lambda i: gpus[i]
+
+    def by(key):
+        def find(value):
+            for gpu in gpus:
+                if gpu[key] == value:
+                    return gpu
+            raise NVMLNotFound(f"{key} {value}")
+        return find
+    nv.nvmlDeviceGetHandleByUUID = by("uuid")
+    nv.nvmlDeviceGetHandleByPciBusId = by("bus_id")
+    nv.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=h["util"], memory=h["util"] / 2)
+    nv.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(used=h["mem"], total=80 * 2**30)
+    nv.nvmlDeviceGetPowerUsage = lambda h: 300_000                       # milliwatts
+    nv.nvmlDeviceGetTemperature = lambda h, sensor: 55
+    return nv
+
+
+class TorchUUID:
+    """Like torch._C._CUuuid: str() gives the bare 8-4-4-4-12 hex form, without NVML's "GPU-" prefix."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+SLOW = {"uuid": "GPU-11111111-0000-0000-0000-000000000001", "bus_id": "00000000:01:00.0", "util": 7.0, "mem": 1}
+FAST = {"uuid": "GPU-22222222-0000-0000-0000-000000000002", "bus_id": "00000000:41:00.0", "util": 93.0, "mem": 2}
+
+
+def torch_props(uuid: str, bus: int, name: str, with_pci: bool = True):
+    props = types.SimpleNamespace(uuid=TorchUUID(uuid), name=name)
+    if with_pci:
+        props.pci_domain_id, props.pci_bus_id, props.pci_device_id = 0, bus, 0
+    return props
+
+
+@pytest.fixture
+def two_gpus(monkeypatch):
+    """NVML lists SLOW then FAST (PCI order); CUDA, fastest first, calls FAST cuda:0 and SLOW cuda:1."""
+    nv = fake_pynvml([SLOW, FAST])
+    props = [torch_props("22222222-0000-0000-0000-000000000002", 0x41, "fast GPU"),
+             torch_props("11111111-0000-0000-0000-000000000001", 0x01, "slow GPU")]
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props[i])
+    return nv, props
+
+
+def test_uuid_and_bus_id_in_nvml_spelling():
+    assert nvml_uuid(TorchUUID("58e0a0b8-1c2d-3e4f-5a6b-7c8d9e0f1a2b")) == "GPU-58e0a0b8-1c2d-3e4f-5a6b-7c8d9e0f1a2b"
+    assert nvml_uuid("GPU-abc") == "GPU-abc" and nvml_uuid("mig-abc") == "MIG-abc"
+    assert pci_bus_id(torch_props("x", 0x41, "g")) == "00000000:41:00.0"
+    assert pci_bus_id(types.SimpleNamespace(uuid="x")) is None
+
+
+@pytest.mark.parametrize("device, expected", [("cuda:0", FAST), ("cuda", FAST), (None, FAST), (1, SLOW),
+                                              (torch.device("cuda", 1), SLOW)])
+def test_nvml_reads_the_gpu_cuda_means_not_the_same_index(two_gpus, device, expected):
+    nv, _ = two_gpus
+    assert nv.nvmlDeviceGetHandleByIndex(0) is SLOW       # the index trap: NVML's 0 is CUDA's 1 here
+    with Monitor(interval_s=10.0, backend="nvml", device=device) as mon:
+        pass
+    assert mon.backend == "nvml"
+    assert [s.gpu_util_pct for s in mon.samples] == [expected["util"]] * 2
+    assert mon.samples[0].gpu_mem_used_bytes == expected["mem"] and mon.samples[0].gpu_power_w == 300.0
+    assert nv.calls.count("init") == nv.calls.count("shutdown") == 1
+
+
+def test_falls_back_to_the_pci_bus_id_when_the_uuid_is_unknown(two_gpus):
+    nv, props = two_gpus
+    props[0].uuid = TorchUUID("99999999-0000-0000-0000-000000000009")   # e.g. a UUID NVML spells differently
+    reader = NVMLReader("cuda:0")
+    try:
+        assert reader.matched_by == "PCI bus id 00000000:41:00.0"
+        assert reader.read()["gpu_util_pct"] == FAST["util"]
+    finally:
+        reader.close()
+
+
+def test_no_match_is_an_error_and_auto_falls_back_to_psutil(two_gpus):
+    nv, props = two_gpus
+    props[1] = torch_props("99999999-0000-0000-0000-000000000009", 0x81, "unknown GPU")
+    with pytest.raises(RuntimeError, match="unknown GPU"):
+        NVMLReader(1)
+    assert nv.calls[-1] == "shutdown", "NVML is shut down again after a failed match"
+    assert not nvml_available("cuda:1") and nvml_available("cuda:0")
+    assert make_reader("auto", device="cuda:1").name == "psutil"
+    with pytest.raises(RuntimeError, match="does not exist"):
+        NVMLReader("cuda:2")
+    with pytest.raises(ValueError, match="CUDA device"):
+        NVMLReader("cpu")
+
+
+def test_without_cuda_in_torch_nvml_is_not_used(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([SLOW, FAST]))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert not nvml_available()
+    assert make_reader("auto").name == "psutil"

@@ -9,6 +9,12 @@ On a machine with an NVIDIA driver the monitor reads NVML (the library behind ``
 ``nvidia-ml-py`` package, imported as ``pynvml``): GPU utilisation, memory, temperature and power. Without one it
 falls back to psutil and records only CPU and RAM, so the same notebook runs everywhere.
 
+NVML and CUDA number GPUs differently. NVML counts every GPU in PCI bus order; CUDA counts only the GPUs listed
+in ``CUDA_VISIBLE_DEVICES`` and, unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` is set, puts the fastest first. So
+``cuda:0`` is not necessarily NVML's GPU 0. The monitor therefore finds the NVML device of a CUDA device by its
+UUID (``torch.cuda.get_device_properties(i).uuid``; NVML writes the same UUID with a ``GPU-`` prefix) and, failing
+that, by its PCI bus id; never by index.
+
 Units: seconds, percent (0-100), bytes, degrees Celsius, watts. ``None`` means "not measured by this backend".
 """
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable, Protocol
 
 import psutil
+import torch
 
 
 @dataclass
@@ -69,13 +76,79 @@ class PsutilReader:
         pass
 
 
+def cuda_index(device: int | str | torch.device | None = None) -> int:
+    """The CUDA ordinal of ``device`` (``None`` or ``"cuda"``: the current CUDA device). Raises ``RuntimeError``
+    when PyTorch sees no such CUDA device, ``ValueError`` for a non-CUDA device."""
+    if isinstance(device, int) and not isinstance(device, bool):
+        index = device
+    else:
+        dev = torch.device("cuda" if device is None else device)
+        if dev.type != "cuda":
+            raise ValueError(f"NVML watches NVIDIA GPUs: pass a CUDA device such as 'cuda:0', got {dev}")
+        index = dev.index
+    if not torch.cuda.is_available():
+        raise RuntimeError("PyTorch sees no CUDA device here, so there is no GPU for NVML to watch")
+    if index is None:
+        index = torch.cuda.current_device()
+    if not 0 <= index < torch.cuda.device_count():
+        raise RuntimeError(f"cuda:{index} does not exist: PyTorch sees {torch.cuda.device_count()} CUDA device(s)"
+                           " (CUDA_VISIBLE_DEVICES limits which ones)")
+    return index
+
+
+def nvml_uuid(torch_uuid: object) -> str:
+    """NVML's spelling of a CUDA device UUID: PyTorch prints ``"58e0a0b8-..."``, NVML ``"GPU-58e0a0b8-..."``."""
+    text = str(torch_uuid).strip()
+    if text[:4].upper() in ("GPU-", "MIG-"):
+        return text[:4].upper() + text[4:]
+    return "GPU-" + text
+
+
+def pci_bus_id(props: object) -> str | None:
+    """NVML's PCI bus id (``"00000000:41:00.0"``, domain:bus:device.function in hex) from torch's device properties,
+    or ``None`` when this PyTorch does not expose the PCI fields."""
+    try:
+        domain, bus, slot = (int(getattr(props, f"pci_{k}_id")) for k in ("domain", "bus", "device"))
+    except AttributeError:
+        return None
+    return f"{domain:08X}:{bus:02X}:{slot:02X}.0"
+
+
+def nvml_handle_for_cuda_device(nvml: Any, index: int) -> tuple[Any, str]:
+    """``(handle, how)``: the NVML handle of CUDA device ``index``, matched by UUID (a whole GPU, ``GPU-...``, or
+    a MIG slice, ``MIG-...``), else by PCI bus id (``how`` says which). Raises ``RuntimeError`` when nothing
+    matches."""
+    props = torch.cuda.get_device_properties(index)
+    uuid = nvml_uuid(props.uuid)
+    uuid_error: Exception | None = None
+    for candidate in dict.fromkeys([uuid, "MIG-" + uuid[4:]]):
+        try:
+            return nvml.nvmlDeviceGetHandleByUUID(candidate), f"UUID {candidate}"
+        except Exception as e:
+            uuid_error = uuid_error or e
+    bus_id = pci_bus_id(props)
+    if bus_id is not None:
+        try:
+            return nvml.nvmlDeviceGetHandleByPciBusId(bus_id), f"PCI bus id {bus_id}"
+        except Exception:
+            pass
+    raise RuntimeError(f"NVML knows no GPU with UUID {uuid} or PCI bus id {bus_id} (cuda:{index}, {props.name}): "
+                       f"{uuid_error}")
+
+
 class NVMLReader(PsutilReader):
-    """NVML (``pynvml``) for one GPU, plus the psutil CPU/RAM fields. Raises ``RuntimeError`` without a driver."""
+    """NVML (``pynvml``) for the GPU behind one CUDA device, plus the psutil CPU/RAM fields.
+
+    ``device``: a CUDA device (``"cuda:1"``, ``torch.device``, or its index); ``None`` is the current one. Raises
+    ``RuntimeError`` without a driver, without CUDA in PyTorch, or when NVML has no GPU matching the device.
+    After construction, ``matched_by`` says how the GPU was found (``"UUID GPU-..."`` or ``"PCI bus id ..."``).
+    """
 
     name = "nvml"
 
-    def __init__(self, device_index: int = 0) -> None:
+    def __init__(self, device: int | str | torch.device | None = None) -> None:
         super().__init__()
+        self.cuda_index = cuda_index(device)
         try:
             import pynvml
         except ImportError as e:  # pragma: no cover - nvidia-ml-py is in the course's requirements
@@ -86,10 +159,10 @@ class NVMLReader(PsutilReader):
             raise RuntimeError(f"NVML is not usable here (no NVIDIA driver?): {e}") from e
         self._nvml = pynvml
         try:
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
-        except Exception as e:
+            self._handle, self.matched_by = nvml_handle_for_cuda_device(pynvml, self.cuda_index)
+        except Exception:
             pynvml.nvmlShutdown()
-            raise RuntimeError(f"NVML has no GPU {device_index}: {e}") from e
+            raise
 
     def _try(self, fn: Callable[[], Any]) -> Any:
         try:
@@ -120,26 +193,27 @@ class NVMLReader(PsutilReader):
             pass
 
 
-def nvml_available(device_index: int = 0) -> bool:
-    """True when NVML can open GPU ``device_index`` (an NVIDIA driver is loaded and the GPU exists)."""
+def nvml_available(device: int | str | torch.device | None = None) -> bool:
+    """True when NVML can watch CUDA device ``device`` (``None``: the current one): a driver is loaded, PyTorch
+    sees the device, and NVML has the same GPU."""
     try:
-        NVMLReader(device_index).close()
+        NVMLReader(device).close()
         return True
-    except RuntimeError:
+    except (RuntimeError, ValueError):
         return False
 
 
-def make_reader(backend: str = "auto", device_index: int = 0) -> Reader:
-    """``"nvml"``, ``"psutil"``, or ``"auto"`` (NVML when it works, else psutil)."""
+def make_reader(backend: str = "auto", device: int | str | torch.device | None = None) -> Reader:
+    """``"nvml"`` (for CUDA device ``device``), ``"psutil"``, or ``"auto"`` (NVML when it works, else psutil)."""
     key = backend.strip().lower()
     if key == "psutil":
         return PsutilReader()
     if key == "nvml":
-        return NVMLReader(device_index)
+        return NVMLReader(device)
     if key == "auto":
         try:
-            return NVMLReader(device_index)
-        except RuntimeError:
+            return NVMLReader(device)
+        except (RuntimeError, ValueError):
             return PsutilReader()
     raise ValueError(f"backend must be 'auto', 'nvml' or 'psutil', got {backend!r}")
 
@@ -154,12 +228,12 @@ class Monitor:
     about 0.1 s repeats values rather than resolving finer detail.
     """
 
-    def __init__(self, interval_s: float = 0.1, backend: str = "auto", device_index: int = 0,
-                 reader: Reader | None = None) -> None:
+    def __init__(self, interval_s: float = 0.1, backend: str = "auto",
+                 device: int | str | torch.device | None = None, reader: Reader | None = None) -> None:
         if interval_s <= 0:
             raise ValueError(f"interval_s must be > 0 seconds, got {interval_s}")
         self.interval_s = float(interval_s)
-        self._backend, self._device_index = backend, device_index
+        self._backend, self._device = backend, device
         self._reader = reader
         self.samples: list[Sample] = []
         self.marks: list[tuple[float, str]] = []
@@ -190,7 +264,7 @@ class Monitor:
         if self.running:
             raise RuntimeError("the monitor is already running")
         if self._reader is None:
-            self._reader = make_reader(self._backend, self._device_index)
+            self._reader = make_reader(self._backend, self._device)
         self.samples, self.marks = [], []
         self._stop.clear()
         self._t0 = time.perf_counter()
