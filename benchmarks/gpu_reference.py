@@ -25,6 +25,8 @@ from torch import nn
 from common import provenance, write_result
 from utils.device import pick_device, synchronize
 from utils.models import build_model
+from utils.precision import make_grad_scaler
+from utils.step import train_step
 
 # Dense peak TFLOP/s from NVIDIA datasheets (SXM parts; no sparsity). Keys are matched against the device name.
 PEAK_TFLOPS = {
@@ -76,21 +78,11 @@ def run_mode(mode: str, model_name: str, batch: int, size: int, device: torch.de
     flops = train_step_flops(model, x, y)
     step_model = torch.compile(model) if "compile" in mode else model
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+    scaler = make_grad_scaler(amp_dtype, device)
 
     def step() -> None:
-        with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-            loss = loss_fn(step_model(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
+        train_step(step_model, x, y, optimizer, amp_dtype=amp_dtype, scaler=scaler)  # the course loop's step
 
     compile_s = None
     if device.type == "cuda":

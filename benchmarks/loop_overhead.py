@@ -22,6 +22,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from common import provenance, write_result
+from utils import step as course_step
 from utils import training as course
 from utils.device import pick_device, synchronize
 from utils.models import build_model
@@ -98,7 +99,7 @@ def measure(model_name: str, image_size: int, batch_size: int, steps: int, repea
         for kind in (kinds if r % 2 == 0 else kinds[::-1]):
             times[kind].append(run(kind))
     syncs = {}
-    for kind, files in (("course", (course.__file__,)), ("bare", (BARE_FILE,))):
+    for kind, files in (("course", (course.__file__, course_step.__file__)), ("bare", (BARE_FILE,))):
         with count_host_syncs(files) as c:
             run(kind)
         syncs[kind] = c["n"]
