@@ -1,10 +1,10 @@
-"""Shared bits of the benchmark scripts: provenance metadata and result files."""
+"""Shared bits of the benchmark scripts: provenance and result files, in the one format recorded results use.
+
+Every result file carries :func:`utils.profiling.provenance` at its top level (hardware, software, date, source) and
+loads with :func:`utils.profiling.load_recorded_file`, like the recordings under ``results/``.
+"""
 from __future__ import annotations
 
-import datetime as dt
-import json
-import os
-import platform
 import sys
 from pathlib import Path
 
@@ -13,35 +13,26 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run as `python benchmarks/x.py` from a checkout without installing
 
-from utils.environment import environment_report, hardware_label  # noqa: E402
+from utils.profiling import provenance as _provenance, write_recorded  # noqa: E402
 
 
-def provenance(device: torch.device | str) -> dict:
-    """Where a number came from: hardware, software versions, date, command line."""
-    report = environment_report()
-    return {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "hardware": hardware_label(device),
-        "gpus": [g.name for g in report.gpus],
-        "driver": report.driver,
-        "cpu_logical": report.cpu_count_logical,
-        "cpu_physical": report.cpu_count_physical,
-        "torch_threads": torch.get_num_threads(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "cudnn": report.cudnn,
-        "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
-    }
+def command_line() -> str:
+    """How this script was started, relative to the repository: ``python benchmarks/x.py --flags``."""
+    return " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}"] + sys.argv[1:])
+
+
+def provenance(device: torch.device | str, command: str | None = None) -> dict:
+    """:func:`utils.profiling.provenance` with this script's command line as the source by default."""
+    return _provenance(device, command or command_line())
 
 
 def write_result(name: str, payload: dict, out_dir: str | Path | None) -> Path | None:
-    """Write ``payload`` as ``<out_dir>/<name>.json``; ``out_dir=None`` writes nothing."""
+    """Write ``payload`` as ``<out_dir>/<name>.json`` (``out_dir=None`` writes nothing). ``payload["provenance"]``
+    must be :func:`provenance`'s dict: it is written at the file's top level, the one recorded-results format."""
     if out_dir is None:
         return None
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{name}.json"
-    path.write_text(json.dumps(payload, indent=1, default=str))
-    return path
+    data = dict(payload)
+    prov = data.pop("provenance", None)
+    if not isinstance(prov, dict):
+        raise ValueError(f"{name}: the payload needs 'provenance': provenance(device) to be written")
+    return write_recorded(Path(out_dir) / f"{name}.json", data, prov)

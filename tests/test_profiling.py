@@ -1,11 +1,17 @@
 """Unit tests of utils.profiling (CPU only, fast)."""
+import gzip
 import json
+from pathlib import Path
 
 import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from utils.profiling import PROVENANCE_KEYS, load_recorded_results, profile_records, trace_events
+from utils.profiling import (PROVENANCE_KEYS, format_rows, load_recorded_file, load_recorded_results,
+                             memory_snapshot_summary, profile_records, provenance, recorded_report, trace_events,
+                             trim_chrome_trace, trim_memory_snapshot, write_recorded)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _profile():
@@ -61,7 +67,7 @@ def test_load_recorded_results(tmp_path):
     assert load_recorded_results("day99", root=tmp_path) == []
     folder = tmp_path / "day99"
     folder.mkdir()
-    good = {k: "x" for k in PROVENANCE_KEYS} | {"value": 3}
+    good = {k: "x" for k in PROVENANCE_KEYS} | {"date": "2026-01-31T12:00:00+00:00", "value": 3}
     (folder / "b.json").write_text(json.dumps(good))
     (folder / "a.json").write_text(json.dumps(good))
     loaded = load_recorded_results("day99", root=tmp_path)
@@ -69,3 +75,82 @@ def test_load_recorded_results(tmp_path):
     (folder / "c.json").write_text(json.dumps({"value": 1, "hardware": "H100"}))
     with pytest.raises(ValueError, match="provenance"):
         load_recorded_results("day99", root=tmp_path)
+
+
+def test_provenance_round_trip_through_write_and_load(tmp_path):
+    prov = provenance("cpu", "python tools/gpu_check.py --only day08")
+    assert prov["hardware"].startswith("cpu") and "torch " in prov["software"] and prov["source"].endswith("day08")
+    path = write_recorded(tmp_path / "day08" / "cpu.json", {"rows": [{"batch": 64, "peak_bytes": 10}]}, prov)
+    loaded = load_recorded_results("day08", root=tmp_path)
+    assert len(loaded) == 1 and loaded[0]["rows"][0]["batch"] == 64 and loaded[0]["file"] == path.name
+    assert loaded[0]["versions"]["torch"] == torch.__version__
+    with pytest.raises(ValueError, match="command"):
+        provenance("cpu", " ")
+    with pytest.raises(ValueError, match="overwrite provenance"):
+        write_recorded(tmp_path / "x.json", {"date": "yesterday"}, prov)
+
+
+def test_loader_rejects_nested_provenance_and_bad_dates(tmp_path):
+    folder = tmp_path / "day99"
+    folder.mkdir()
+    (folder / "a.json").write_text(json.dumps({"provenance": {k: "x" for k in PROVENANCE_KEYS}, "rows": []}))
+    with pytest.raises(ValueError, match="top level"):
+        load_recorded_results("day99", root=tmp_path)
+    (folder / "a.json").write_text(json.dumps({k: "x" for k in PROVENANCE_KEYS}))
+    with pytest.raises(ValueError, match="ISO 8601"):
+        load_recorded_results("day99", root=tmp_path)
+    (folder / "a.json").write_text(json.dumps([1, 2]))
+    with pytest.raises(ValueError, match="JSON object"):
+        load_recorded_results("day99", root=tmp_path)
+
+
+def test_every_committed_recording_loads():
+    files = sorted((ROOT / "benchmarks" / "results").glob("*.json")) + sorted((ROOT / "results").glob("day*/*.json"))
+    assert files, "benchmarks/results holds the CPU recordings"
+    for path in files:
+        assert load_recorded_file(path)["hardware"]
+
+
+def test_recorded_report_labels_the_hardware_or_says_there_is_none(tmp_path):
+    assert "No recorded GPU result yet" in recorded_report("day08", root=tmp_path)
+    prov = provenance("cpu", "python tools/gpu_check.py")
+    write_recorded(tmp_path / "day08" / "gpu.json",
+                   {"summary": ["peak / prediction = 0.93"], "rows": [{"batch": 64, "gib": 1.23456}]},
+                   prov | {"hardware": "cuda:0 NVIDIA H200, torch 2.11.0"})
+    text = recorded_report("day08", root=tmp_path)
+    assert text.startswith("Recorded (not measured in this run) on cuda:0 NVIDIA H200")
+    assert "peak / prediction = 0.93" in text and "1.235" in text and "gpu.json" in text
+
+
+def test_format_rows_aligns_columns_of_uneven_rows():
+    lines = format_rows([{"a": 1, "b": 0.123456}, {"a": 22, "c": None}]).splitlines()
+    assert lines[0].split() == ["a", "b", "c"]
+    assert lines[1].split() == ["1", "0.1235", "-"] and lines[2].split() == ["22", "-", "-"]
+    assert len({len(line) for line in lines}) == 1
+
+
+def test_trim_chrome_trace_keeps_the_longest_events_in_time_order(tmp_path):
+    trace = {"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1}]
+             + [{"ph": "X", "name": f"k{i}", "ts": i, "dur": d} for i, d in enumerate([5, 1, 9, 3])]
+             + [{"ph": "s", "name": "flow", "ts": 1}], "deviceProperties": [{"name": "H200"}]}
+    small = trim_chrome_trace(trace, max_events=2)
+    assert [e["name"] for e in small["traceEvents"]] == ["process_name", "k0", "k2"]
+    assert small["trimmed"] == {"complete_events_kept": 2, "complete_events_total": 4, "other_events_dropped": 1}
+    assert small["deviceProperties"] == trace["deviceProperties"]
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(small).encode()))
+    assert [e["name"] for e in trace_events(path)] == ["k0", "k2"]
+
+
+def test_memory_snapshot_trim_and_summary():
+    frames = [{"filename": f"f{i}.py", "line": i, "name": "fn"} for i in range(10)]
+    snap = {"segments": [{"total_size": 2048, "allocated_size": 512, "frames": frames,
+                          "blocks": [{"size": 512, "state": "active_allocated", "frames": frames}]}],
+            "device_traces": [[{"action": "alloc", "size": 512, "frames": frames}] * 5
+                              + [{"action": "free_completed", "size": 512, "frames": frames}]]}
+    small = trim_memory_snapshot(snap, max_trace_entries=3, max_frames=2)
+    assert len(small["device_traces"][0]) == 3 and small["device_traces"][0][-1]["action"] == "free_completed"
+    assert len(small["segments"][0]["blocks"][0]["frames"]) == 2 and len(snap["device_traces"][0][0]["frames"]) == 10
+    summary = memory_snapshot_summary(snap)
+    assert summary == {"segments": 1, "reserved_bytes": 2048, "allocated_bytes": 512,
+                       "actions": {"alloc": 5, "free_completed": 1}}
