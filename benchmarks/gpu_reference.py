@@ -18,6 +18,7 @@ import argparse
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -116,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None)
     ap.add_argument("--batches", default=None, help="comma-separated batch sizes")
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--warmup", type=int, default=None, help="untimed steps per mode and batch (default by size)")
+    ap.add_argument("--steps", type=int, default=None, help="timed steps per mode and batch (default by size)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     device = pick_device(args.device)
@@ -128,23 +131,31 @@ def main(argv: list[str] | None = None) -> int:
         print("No CUDA device: running a CPU-sized version (ResNet50 at 64 px). Its numbers are not GPU numbers.")
     if args.batches:
         batches = [int(b) for b in args.batches.split(",")]
-    rows = []
+    warmup = args.warmup if args.warmup is not None else warmup
+    steps = args.steps if args.steps is not None else steps
+    prov = provenance(device)
+
+    def save(rows: list[dict]) -> Path | None:
+        # Written after every row: a run stopped by a time limit (tools/gpu_check.py) keeps the modes it finished.
+        payload = {"benchmark": "gpu_reference", "provenance": prov, "model": model, "image_size": size,
+                   "warmup": warmup, "steps": steps, "rows": rows}
+        return write_result(f"gpu_reference_{device.type}", payload, args.out)
+
+    rows: list[dict] = []
     for mode in args.modes.split(","):
         for batch in batches:
             row = run_mode(mode, model, batch, size, device, warmup, steps)
             rows.append(row)
+            path = save(rows)
             if "skipped" in row:
                 print(f"{mode:<20} batch {batch:<4} skipped: {row['skipped']}")
                 continue
             mem = f"{row['peak_memory_bytes'] / 2**30:6.2f} GiB" if row["peak_memory_bytes"] else "     n/a"
             mfu = f"{row['mfu']:.1%}" if row["mfu"] is not None else "n/a"
             print(f"{mode:<20} batch {batch:<4} {row['images_per_s']:9,.1f} img/s  peak mem {mem}  "
-                  f"{row['achieved_tflops']:8.3f} TFLOP/s  MFU {mfu}")
+                  f"{row['achieved_tflops']:8.3f} TFLOP/s  MFU {mfu}", flush=True)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = True  # PyTorch's default
-    payload = {"benchmark": "gpu_reference", "provenance": provenance(device), "model": model, "image_size": size,
-               "rows": rows}
-    path = write_result(f"gpu_reference_{device.type}", payload, args.out)
     if path:
         print(f"wrote {path}")
     return 0
