@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """DataLoader scaling on a decode-heavy dataset: images/s for num_workers 0..2*cores x pin_memory.
 
-The script writes PNG files (the digits scans, upscaled: real images) to a temp folder and decodes them in
-__getitem__. The ceiling is the bare decode rate of one core times the number of cores the workers can use
-(min(workers, physical cores); 1 for num_workers=0): the figure is the measured rate as a fraction of that ceiling.
+The script writes PNG files (the digits scans, upscaled: real images) to a temp folder with utils.image_files and
+decodes them in __getitem__ with torchvision.io, as Day 10 does. The ceiling is the bare decode rate of one core times
+the number of cores the workers can use (min(workers, physical cores); 1 for num_workers=0): the figure is the
+measured rate as a fraction of that ceiling. Timings are medians from utils.timing.time_fn.
 
     python benchmarks/dataloader_scaling.py
     python benchmarks/dataloader_scaling.py --smoke
@@ -12,78 +13,50 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import numpy as np
 import torch
-from PIL import Image
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
+from torchvision.transforms import v2
 
 from common import provenance, write_result
+from utils.image_files import ImageFiles, write_digit_pngs
+from utils.timing import time_fn
 
 
-def write_pngs(folder: Path, count: int, size: int) -> list[Path]:
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    paths = []
-    for i in range(count):
-        img = Image.fromarray((digits.images[i % len(digits.images)] * 15.9).astype(np.uint8)).resize((size, size))
-        path = folder / f"{i:05d}.png"
-        img.convert("RGB").save(path)
-        paths.append(path)
-    return paths
+def png_dataset(folder: Path, count: int, size: int) -> ImageFiles:
+    """``count`` digit scans as ``size`` x ``size`` PNG files, decoded with torchvision.io and scaled to float in every
+    ``__getitem__``: the per-sample work of a real image pipeline, as Day 10 builds it."""
+    samples = write_digit_pngs(folder, n=count, image_size=size)
+    return ImageFiles(samples, transform=v2.ToDtype(torch.float32, scale=True))
 
 
-class PngDataset(Dataset):
-    """Decodes a PNG file per sample: the work a real image pipeline does per sample."""
-
-    def __init__(self, paths: list[Path]):
-        self.paths = paths
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        with Image.open(self.paths[i]) as img:
-            arr = np.asarray(img.convert("RGB"), dtype=np.float32) / 255.0
-        return torch.from_numpy(arr).permute(2, 0, 1), i % 10
+def bare_decode_rate(ds: ImageFiles, repeats: int) -> float:
+    """Images/s decoding every sample in this process, one after another (one core); median of ``repeats`` passes
+    after one warm-up pass (page cache, first-call costs)."""
+    timing = time_fn(lambda: [ds[i] for i in range(len(ds))], warmup=1, repeats=repeats)
+    return timing.per_second(len(ds))
 
 
-def bare_decode_rate(ds: PngDataset, repeats: int) -> float:
-    """Samples/s decoding in this process, one after another (one core)."""
-    rates = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for i in range(len(ds)):
-            ds[i]
-        rates.append(len(ds) / (time.perf_counter() - start))
-    return statistics.median(rates)
-
-
-def loader_rate(ds: PngDataset, workers: int, pin: bool, batch_size: int, epochs: int) -> float:
-    """Samples/s through a DataLoader, excluding worker start-up (persistent workers, first epoch untimed)."""
+def loader_rate(ds: ImageFiles, workers: int, pin: bool, batch_size: int, epochs: int) -> float:
+    """Images/s through a DataLoader, median of ``epochs`` epochs; worker start-up is excluded (persistent workers,
+    the warm-up epoch is untimed)."""
     loader = DataLoader(ds, batch_size=batch_size, num_workers=workers, pin_memory=pin,
                         persistent_workers=workers > 0)
-    for _ in loader:  # start workers, warm caches
-        pass
-    rates = []
-    for _ in range(epochs):
-        start = time.perf_counter()
+
+    def one_epoch() -> None:
         for _batch in loader:
             pass
-        rates.append(len(ds) / (time.perf_counter() - start))
-    return statistics.median(rates)
+
+    return time_fn(one_epoch, warmup=1, repeats=epochs).per_second(len(ds))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--files", type=int, default=None)
+    ap.add_argument("--files", type=int, default=None, help="number of PNG files, 1..1797 (the digits scans)")
     ap.add_argument("--size", type=int, default=None, help="image side in pixels")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -100,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     epochs = 1 if args.smoke else 3
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        ds = PngDataset(write_pngs(Path(tmp), files, size))
+        ds = png_dataset(Path(tmp), files, size)
         per_core = bare_decode_rate(ds, 1 if args.smoke else 3)
         print(f"bare decode rate: {per_core:,.0f} images/s on one core ({files} PNGs of {size}x{size}); "
               f"{physical} physical cores")
