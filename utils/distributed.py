@@ -1,65 +1,112 @@
-"""Distributed helpers: start a process group from the environment, ask who you are, and launch workers safely.
+"""Inside a distributed worker: who am I, which device is mine, and how do I join the process group.
 
-The same code runs on a laptop (``gloo`` on the CPU) and on GPU nodes (``nccl``, one process per GPU). Every
-launcher here has a **timeout**, so a mismatched collective ends as an error instead of a hung notebook or CI job.
+The same worker code runs on a laptop (``gloo`` on the CPU) and on GPU nodes (``nccl``, one process per GPU):
 
-Two ways to start workers:
+* :func:`init_from_env` reads the job's variables, picks this rank's device (:func:`worker_device`: ``cuda:LOCAL_RANK``
+  on GPUs) and backend (:func:`backend_for`: NCCL for CUDA, gloo for the CPU) and joins the group *with a timeout*;
+* :func:`get_rank`, :func:`get_world_size`, :func:`get_local_rank`, :func:`is_main_process`, :func:`barrier` and
+  :func:`cleanup` do what their names say.
 
-* :func:`run_torchrun` runs ``python -m torch.distributed.run`` (what the ``torchrun`` command is) on a script,
-  exactly as you would in a terminal, and returns its output. Each worker is a fresh Python process that imports
-  torch (seconds each on a small machine).
-* :func:`run_processes` forks ``world_size`` copies of the current process and runs a Python function in each.
-  Forking skips the import, so it is the cheap way to run many small experiments from a notebook. Linux and macOS
-  only (it needs the ``fork`` start method); results travel back pickled.
-
-Inside a worker, :func:`init_from_env` reads ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
-``MASTER_PORT`` (set by torchrun, SLURM wrappers, or :func:`run_processes`), picks the backend from the device
-and joins the group.
+The variables come from ``torchrun`` (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``), from
+the course's launchers (:mod:`utils.launch`, :mod:`utils.processes`), or from SLURM when ``srun`` starts one task per
+GPU without torchrun (``SLURM_PROCID``, ``SLURM_NTASKS``, ``SLURM_LOCALID``; see :func:`rendezvous_env`).
 """
 from __future__ import annotations
 
 import datetime
 import os
-import pickle
-import signal
-import socket
-import subprocess
-import sys
-import time
-import traceback
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 import torch
 import torch.distributed as dist
+
+from .device import pick_device
 
 DEFAULT_TIMEOUT_S = 60.0
 
 
 # --------------------------------------------------------------------------------------------------- identity
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where this process sits in the job and where rank 0's store listens. ``source`` names who set it."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    master_addr: str | None
+    master_port: str | None
+    source: str                     # "torchrun/env", "slurm" or "none" (a plain `python script.py`)
+
+
+def _int(environ: Mapping[str, str], name: str) -> int:
+    try:
+        return int(environ[name])
+    except ValueError as e:
+        raise ValueError(f"{name}={environ[name]!r} is not an integer: check the launcher's environment") from e
+
+
+def rendezvous_env(environ: Mapping[str, str] | None = None, *, check: bool = True) -> Rendezvous:
+    """Read this process's place in the job from the environment (``os.environ`` by default).
+
+    ``RANK`` and ``WORLD_SIZE`` (torchrun, the course's launchers) win. Without them, a SLURM step with more than
+    one task (``srun --ntasks-per-node=G python train.py``: one task per GPU, no torchrun) gives ``SLURM_PROCID``,
+    ``SLURM_NTASKS`` and ``SLURM_LOCALID``; SLURM sets no rendezvous address, so ``MASTER_ADDR`` and ``MASTER_PORT``
+    must be exported by the batch script (``127.0.0.1`` is assumed on a single node). Without either, this is a
+    one-process job. With ``check``, missing pieces raise ``RuntimeError`` saying what to export, instead of
+    starting N separate one-process jobs that each train alone.
+    """
+    env = os.environ if environ is None else environ
+    addr, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT")
+    if "RANK" in env or "WORLD_SIZE" in env:
+        if check and not ("RANK" in env and "WORLD_SIZE" in env):
+            raise RuntimeError("only one of RANK and WORLD_SIZE is set: launch with torchrun (or utils.launch), "
+                               "which sets both")
+        rank = _int(env, "RANK") if "RANK" in env else 0
+        world = _int(env, "WORLD_SIZE") if "WORLD_SIZE" in env else 1
+        local = _int(env, "LOCAL_RANK") if "LOCAL_RANK" in env else rank
+        return Rendezvous(rank, world, local, addr, port, "torchrun/env")
+    slurm_tasks = _int(env, "SLURM_NTASKS") if "SLURM_NTASKS" in env else 1
+    if slurm_tasks > 1:
+        rank, world = _int(env, "SLURM_PROCID"), slurm_tasks
+        local = _int(env, "SLURM_LOCALID") if "SLURM_LOCALID" in env else 0
+        if addr is None and check:
+            if env.get("SLURM_NNODES", "1").strip() != "1":
+                raise RuntimeError(
+                    f"SLURM started {world} tasks on {env['SLURM_NNODES']} nodes, but MASTER_ADDR is not set, so the "
+                    "ranks cannot find each other. In the batch script: "
+                    'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)')
+            addr = "127.0.0.1"
+        if port is None and check:
+            raise RuntimeError(
+                f"SLURM started {world} tasks but MASTER_PORT is not set; every task needs the same port. In the "
+                "batch script: export MASTER_PORT=29500 (any free port), or run torchrun inside srun instead.")
+        return Rendezvous(rank, world, local, addr, port, "slurm")
+    return Rendezvous(0, 1, _int(env, "LOCAL_RANK") if "LOCAL_RANK" in env else 0, addr, port, "none")
+
+
+def _running() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
 def backend_for(device: torch.device | str) -> str:
     """The collective backend for a device: ``"nccl"`` for CUDA tensors, ``"gloo"`` for everything else."""
     return "nccl" if torch.device(device).type == "cuda" else "gloo"
 
 
 def get_rank() -> int:
-    """Global rank of this process (0 .. world_size-1); 0 when no process group is running."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank()
-    return int(os.environ.get("RANK", 0))
+    """Global rank of this process (0 .. world_size-1); from the group if one runs, else from the environment."""
+    return dist.get_rank() if _running() else rendezvous_env(check=False).rank
 
 
 def get_world_size() -> int:
-    """Number of processes in the job; 1 when no process group is running."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size()
-    return int(os.environ.get("WORLD_SIZE", 1))
+    """Number of processes in the job; from the group if one runs, else from the environment (1 if unset)."""
+    return dist.get_world_size() if _running() else rendezvous_env(check=False).world_size
 
 
 def get_local_rank() -> int:
-    """Rank of this process on its own node (which GPU it drives); from ``LOCAL_RANK``, 0 if unset."""
-    return int(os.environ.get("LOCAL_RANK", 0))
+    """Rank of this process on its own node, i.e. which GPU it drives (``LOCAL_RANK`` or ``SLURM_LOCALID``)."""
+    return rendezvous_env(check=False).local_rank
 
 
 def is_main_process() -> bool:
@@ -67,308 +114,73 @@ def is_main_process() -> bool:
     return get_rank() == 0
 
 
+# --------------------------------------------------------------------------------------------------- device
+def worker_device(preference: str | torch.device | None = None) -> torch.device:
+    """This rank's device, made the current CUDA device when it is a GPU.
+
+    With no ``preference``, inside a running process group: ``cuda:LOCAL_RANK`` when the group's backend is NCCL,
+    else the CPU (gloo), so one worker function is right under both; without a group it is ``"auto"``.
+    ``"auto"`` means ``cuda:LOCAL_RANK`` when CUDA is available, else the CPU; ``"cuda"`` means ``cuda:LOCAL_RANK``;
+    ``"cpu"`` and ``"cuda:N"`` are taken as given. Calls ``torch.cuda.set_device`` for a GPU, so ``.cuda()``, NCCL
+    and SyncBatchNorm use it too; raises :class:`~utils.device.DeviceUnavailableError` when ``LOCAL_RANK`` names a
+    GPU this process cannot see (more processes per node than GPUs).
+    """
+    if preference is None:
+        preference = ("cuda" if "nccl" in str(dist.get_backend()) else "cpu") if _running() else "auto"
+    pref = str(preference).strip().lower()
+    local_rank = get_local_rank()
+    if pref == "auto":
+        pref = "cuda" if torch.cuda.is_available() else "cpu"
+    if pref == "cuda":
+        pref = f"cuda:{local_rank}"
+    dev = pick_device(pref)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    return dev
+
+
+# --------------------------------------------------------------------------------------------------- the group
 def init_from_env(device: str | torch.device = "auto", *, backend: str | None = None,
                   timeout_s: float = DEFAULT_TIMEOUT_S) -> torch.device:
     """Join the process group described by the environment and return this rank's device.
 
     Args:
-        device: ``"auto"`` uses ``cuda:LOCAL_RANK`` when CUDA is available, else the CPU; ``"cpu"`` forces the CPU.
+        device: ``"auto"`` uses ``cuda:LOCAL_RANK`` when CUDA is available, else the CPU; ``"cpu"`` forces the CPU
+            (see :func:`worker_device`).
         backend: override the backend (default: :func:`backend_for` the device: nccl on CUDA, gloo on CPU).
         timeout_s: seconds any collective may wait for the other ranks before raising (instead of hanging).
 
-    Without ``WORLD_SIZE`` in the environment (a plain ``python script.py``) it starts a 1-process group, so
-    scripts also run un-launched.
+    The job comes from :func:`rendezvous_env` (torchrun's variables, or SLURM's). Without either (a plain
+    ``python script.py``) it starts a one-process group on an in-memory store, so scripts also run un-launched.
     """
-    dev_pref = str(device).strip().lower()
-    local_rank = get_local_rank()
-    if dev_pref == "auto":
-        dev = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
-    else:
-        dev = torch.device(dev_pref)
-        if dev.type == "cuda" and dev.index is None:
-            dev = torch.device("cuda", local_rank)
-    if dev.type == "cuda":
-        torch.cuda.set_device(dev)
-    if dist.is_initialized():
+    dev = worker_device(device)
+    if _running():
         return dev
-    os.environ.setdefault("RANK", "0")
-    os.environ.setdefault("WORLD_SIZE", "1")
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    if "MASTER_PORT" not in os.environ:
-        os.environ["MASTER_PORT"] = str(free_port())
-    kwargs: dict[str, Any] = {}
-    if dev.type == "cuda" and (backend or backend_for(dev)) == "nccl":
-        kwargs["device_id"] = dev  # binds the NCCL communicator to this GPU early
-    dist.init_process_group(backend=backend or backend_for(dev), timeout=datetime.timedelta(seconds=timeout_s),
-                            **kwargs)
+    rdzv = rendezvous_env()
+    backend = backend or backend_for(dev)
+    kwargs: dict[str, Any] = {"timeout": datetime.timedelta(seconds=timeout_s)}
+    if dev.type == "cuda" and backend == "nccl":
+        kwargs["device_id"] = dev  # binds the NCCL communicator to this GPU at once
+    if rdzv.source == "none":
+        kwargs.update(store=dist.HashStore(), rank=0, world_size=1)
+    else:
+        os.environ.update({"RANK": str(rdzv.rank), "WORLD_SIZE": str(rdzv.world_size),
+                           "LOCAL_RANK": str(rdzv.local_rank), "MASTER_ADDR": rdzv.master_addr or "127.0.0.1"})
+        if rdzv.master_port is None:
+            raise RuntimeError(f"RANK={rdzv.rank} and WORLD_SIZE={rdzv.world_size} are set but MASTER_PORT is not: "
+                               "launch with torchrun, or export MASTER_PORT (the same free port for every rank)")
+        os.environ["MASTER_PORT"] = rdzv.master_port
+    dist.init_process_group(backend=backend, **kwargs)
     return dev
 
 
 def barrier() -> None:
     """Wait until every rank gets here (a no-op without a process group)."""
-    if dist.is_available() and dist.is_initialized():
+    if _running():
         dist.barrier()
 
 
 def cleanup() -> None:
     """Leave the process group (safe to call twice or without one)."""
-    if dist.is_available() and dist.is_initialized():
+    if _running():
         dist.destroy_process_group()
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now (for ``MASTER_PORT``)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-# --------------------------------------------------------------------------------------------------- torchrun
-@dataclass
-class LaunchResult:
-    """What a launched job left behind. ``seconds`` is wall-clock time including process start-up."""
-
-    command: list[str]
-    returncode: int | None
-    stdout: str
-    stderr: str
-    seconds: float
-    timed_out: bool
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
-
-    def check(self) -> "LaunchResult":
-        """Raise ``RuntimeError`` with the tail of stderr unless the job succeeded; return self otherwise."""
-        if not self.ok:
-            why = f"timed out after {self.seconds:.0f} s" if self.timed_out else f"exit code {self.returncode}"
-            lines = self.stderr.strip().splitlines()
-            errors = [ln for ln in lines if ln.startswith("[rank") and "Error" in ln][:6]
-            raise RuntimeError(f"{' '.join(self.command)} failed ({why}). Worker errors:\n" + "\n".join(errors)
-                               + "\nLast stderr lines:\n" + "\n".join(lines[-12:]))
-        return self
-
-
-def torchrun_command(script: str | os.PathLike, nproc_per_node: int = 2, args: Sequence[str] = (), *,
-                     python: str | None = None, standalone: bool = True, extra: Sequence[str] = ()) -> list[str]:
-    """The ``torchrun`` command line for a single-node job, as a list (``python -m torch.distributed.run`` is the
-    same program as the ``torchrun`` entry point, but is sure to use this interpreter)."""
-    cmd = [python or sys.executable, "-m", "torch.distributed.run"]
-    if standalone:
-        cmd.append("--standalone")
-    cmd += [f"--nproc_per_node={int(nproc_per_node)}", *extra, str(script), *map(str, args)]
-    return cmd
-
-
-def run_torchrun(script: str | os.PathLike, nproc_per_node: int = 2, args: Sequence[str] = (), *,
-                 timeout_s: float = 120.0, env: dict[str, str] | None = None, threads_per_process: int | None = 1,
-                 cwd: str | os.PathLike | None = None, extra: Sequence[str] = ()) -> LaunchResult:
-    """Run ``torchrun --standalone --nproc_per_node=N script args...`` and return its output.
-
-    The whole process tree is killed after ``timeout_s`` seconds (``LaunchResult.timed_out`` is then True), so a
-    hung collective cannot hang the caller. ``env`` entries are added to this process's environment;
-    ``threads_per_process`` sets ``OMP_NUM_THREADS`` (1 keeps N processes from fighting over a few CPU cores).
-    """
-    cmd = torchrun_command(script, nproc_per_node, args, extra=extra)
-    full_env = dict(os.environ)
-    if threads_per_process is not None:
-        full_env["OMP_NUM_THREADS"] = str(threads_per_process)
-    full_env.update(env or {})
-    # The package root, so that scripts can `import utils` from a temporary folder.
-    root = str(Path(__file__).resolve().parent.parent)
-    full_env["PYTHONPATH"] = root + (os.pathsep + full_env["PYTHONPATH"] if full_env.get("PYTHONPATH") else "")
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env,
-                            cwd=cwd, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        _kill_tree(proc)
-        out, err = proc.communicate()
-        timed_out = True
-    return LaunchResult(cmd, proc.returncode, out, err, time.perf_counter() - start, timed_out)
-
-
-def _kill_tree(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=5)
-    except (ProcessLookupError, subprocess.TimeoutExpired, PermissionError):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-# --------------------------------------------------------------------------------------------------- fork
-@dataclass
-class RankOutcome:
-    """One worker's result: ``value`` if it returned, ``error`` (a traceback text) if it raised or never
-    reported (killed at the timeout)."""
-
-    rank: int
-    value: Any = None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-class DistributedRunError(RuntimeError):
-    """At least one rank raised or timed out. ``outcomes`` holds every rank's :class:`RankOutcome`."""
-
-    def __init__(self, message: str, outcomes: list[RankOutcome]):
-        super().__init__(message)
-        self.outcomes = outcomes
-
-
-def _worker(fn: Callable[..., Any], rank: int, world_size: int, port: int, args: tuple, kwargs: dict,
-            backend: str | None, device: str, timeout_s: float, threads: int | None, env: dict[str, str],
-            conn: Any) -> None:
-    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank),
-                       "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
-    os.environ.update(env)
-    # torch reads TORCH_DISTRIBUTED_DEBUG when torch.distributed is imported; re-read it for this worker.
-    dist.set_debug_level_from_env()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        init_from_env(device, backend=backend, timeout_s=timeout_s)
-        value = fn(rank, world_size, *args, **kwargs)
-        payload = pickle.dumps(RankOutcome(rank, value=value))
-    except BaseException:  # report everything, including a collective's timeout
-        payload = pickle.dumps(RankOutcome(rank, error=traceback.format_exc()))
-    try:
-        conn.send_bytes(payload)
-        conn.close()
-    finally:
-        try:
-            cleanup()
-        except Exception:
-            pass
-
-
-_PREIMPORTS = ("torch._dynamo", "torch.nn.parallel", "torch.distributed.fsdp")
-
-
-def _preimport() -> None:
-    """Import, once in the parent, the modules DDP and FSDP load lazily on first use (``torch._dynamo`` alone
-    takes seconds): forked workers inherit them instead of each importing them again."""
-    import importlib
-
-    for name in _PREIMPORTS:
-        try:
-            importlib.import_module(name)
-        except Exception:  # optional pieces; a worker will report the real error if it needs one
-            pass
-
-
-def run_processes(fn: Callable[..., Any], world_size: int = 2, args: Sequence[Any] = (), *,
-                  kwargs: dict[str, Any] | None = None, backend: str | None = None, device: str = "cpu",
-                  timeout_s: float = DEFAULT_TIMEOUT_S, collective_timeout_s: float | None = None,
-                  threads_per_process: int | None = 1, env: dict[str, str] | None = None,
-                  raise_on_error: bool = True) -> list[Any] | list[RankOutcome]:
-    """Fork ``world_size`` workers, run ``fn(rank, world_size, *args, **kwargs)`` in each inside a process group,
-    and return the values in rank order.
-
-    Args:
-        fn: any function (it may be defined in a notebook: workers are forked, nothing is imported).
-            Its return value must be picklable; return CPU tensors.
-        backend: default :func:`backend_for` the device (gloo on CPU).
-        device: ``"cpu"`` (default) or ``"auto"`` (``cuda:rank`` when CUDA is available).
-        timeout_s: seconds to wait for all workers before killing them.
-        collective_timeout_s: the process group's timeout (how long one collective waits for the other ranks;
-            default ``timeout_s / 2``, so a mismatched collective raises inside the worker and is reported).
-        threads_per_process: torch threads in each worker (1 avoids oversubscribing a small CPU).
-        env: extra environment variables set in each worker before the group starts.
-        raise_on_error: if True, raise :class:`DistributedRunError` when any rank failed; if False return the
-            list of :class:`RankOutcome` instead of values.
-    """
-    import multiprocessing as mp
-
-    _preimport()
-    ctx = mp.get_context("fork")
-    port = free_port()
-    coll_timeout = collective_timeout_s if collective_timeout_s is not None else max(1.0, timeout_s / 2)
-    pipes, procs = [], []
-    for rank in range(world_size):
-        recv, send = ctx.Pipe(duplex=False)
-        p = ctx.Process(target=_worker, args=(fn, rank, world_size, port, tuple(args), dict(kwargs or {}), backend,
-                                              device, coll_timeout, threads_per_process, dict(env or {}), send),
-                        daemon=True)
-        p.start()
-        send.close()
-        pipes.append(recv)
-        procs.append(p)
-    deadline = time.monotonic() + timeout_s
-    outcomes: list[RankOutcome] = []
-    for rank, (recv, p) in enumerate(zip(pipes, procs)):
-        remaining = max(0.0, deadline - time.monotonic())
-        outcome = None
-        if recv.poll(remaining):
-            try:
-                outcome = pickle.loads(recv.recv_bytes())
-            except EOFError:
-                outcome = None
-        if outcome is None:
-            p.join(timeout=0.5)
-            if p.exitcode is None:
-                why = f"did not report within {timeout_s:.0f} s; it was killed"
-            elif p.exitcode < 0:
-                why = f"died from signal {-p.exitcode} ({signal.Signals(-p.exitcode).name}) without reporting"
-            else:
-                why = f"exited with code {p.exitcode} without reporting"
-            outcome = RankOutcome(rank, error=f"rank {rank} {why}")
-        outcomes.append(outcome)
-    for p in procs:  # every rank has reported (or was given up on): a short grace period to exit, then kill
-        p.join(timeout=min(3.0, max(0.1, deadline - time.monotonic())))
-        if p.is_alive():
-            p.kill()
-            p.join(timeout=5)
-    for recv in pipes:
-        recv.close()
-    if not raise_on_error:
-        return outcomes
-    failed = [o for o in outcomes if not o.ok]
-    if failed:
-        first = failed[0].error or ""
-        raise DistributedRunError(f"{len(failed)} of {world_size} ranks failed; rank {failed[0].rank}: "
-                                  + first.strip().splitlines()[-1], outcomes)
-    return [o.value for o in outcomes]
-
-
-# --------------------------------------------------------------------------------------------------- small tools
-@dataclass
-class CommCounter:
-    """Counts gradient all-reduces through a DDP communication hook (no change to the math).
-
-    ``calls`` is the number of buckets reduced; ``bytes`` the payload in bytes summed over those calls.
-    Register with ``ddp_model.register_comm_hook(state=None, hook=counter.hook)`` (before the first backward).
-    """
-
-    calls: int = 0
-    bytes: int = 0
-    sizes: list[int] = field(default_factory=list)
-
-    def hook(self, state: Any, bucket):  # no annotation: DDP rejects string annotations here
-        """The comm hook: count the bucket, then do DDP's default all-reduce (average) on it."""
-        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-
-        buf = bucket.buffer()
-        self.calls += 1
-        self.bytes += buf.numel() * buf.element_size()
-        self.sizes.append(buf.numel())
-        return allreduce_hook(None, bucket)
-
-
-def shard_range(numel: int, rank: int, world_size: int) -> tuple[int, int]:
-    """The ``[start, stop)`` slice of a flat tensor of ``numel`` elements that ``rank`` owns when it is split into
-    ``world_size`` equal shards padded at the end (the layout ZeRO and FSDP use)."""
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
-    per = -(-numel // world_size)
-    start = min(rank * per, numel)
-    return start, min(start + per, numel)

@@ -1,0 +1,231 @@
+"""Run a Python *function* on ``world_size`` local processes inside a process group: :func:`run_processes`.
+
+The cheap way to run many small distributed experiments from a notebook: no script file, results come back
+pickled, every run has a hard time limit. How the workers start matters on GPU machines:
+
+* **fork** (Linux and macOS, used while it is safe) copies this process: nothing is imported again and any
+  function works, including one defined in a notebook cell;
+* **spawn** starts fresh interpreters. It is used as soon as this process has initialised CUDA
+  (``torch.cuda.is_initialized()``, e.g. after ``course_setup`` picked a GPU) or the workers will use CUDA: a forked
+  child of such a process fails with "Cannot re-initialize CUDA in forked subprocess". A spawned process cannot
+  import a function defined in a notebook (it lives in the kernel's ``__main__``), so the function, its arguments
+  and the notebook globals it uses are sent by value with ``cloudpickle``. What cannot be pickled (open files,
+  locks, a running DataLoader) raises a ``TypeError`` that says so: move such a worker into a ``.py`` module, or
+  launch a script with :func:`utils.launch.run_torchrun`. In a script (not a notebook), call
+  :func:`run_processes` under ``if __name__ == "__main__":``, as for any spawn-based multiprocessing.
+
+Each worker joins the group with :func:`utils.distributed.init_from_env`, so it drives ``cuda:LOCAL_RANK`` when
+``device="auto"`` finds GPUs (:func:`utils.distributed.worker_device` tells the worker function which one).
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.distributed as dist
+
+from .distributed import DEFAULT_TIMEOUT_S, cleanup, init_from_env
+from .launch import free_port
+
+START_METHODS = ("fork", "spawn")
+
+
+@dataclass
+class RankOutcome:
+    """One worker's result: ``value`` if it returned, ``error`` (a traceback text) if it raised or never
+    reported (killed at the timeout)."""
+
+    rank: int
+    value: Any = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class DistributedRunError(RuntimeError):
+    """At least one rank raised or timed out. ``outcomes`` holds every rank's :class:`RankOutcome`."""
+
+    def __init__(self, message: str, outcomes: list[RankOutcome]):
+        super().__init__(message)
+        self.outcomes = outcomes
+
+
+def _workers_use_cuda(device: str) -> bool:
+    pref = str(device).strip().lower()
+    return pref.startswith("cuda") or (pref == "auto" and torch.cuda.is_available())
+
+
+def start_method_for(device: str = "cpu") -> str:
+    """``"fork"`` while forking is safe, ``"spawn"`` once this process has initialised CUDA, when the workers will
+    use CUDA (``device`` "auto" with a GPU, or "cuda..."), or where fork does not exist (Windows)."""
+    if "fork" not in mp.get_all_start_methods() or torch.cuda.is_initialized() or _workers_use_cuda(device):
+        return "spawn"
+    return "fork"
+
+
+def _pack_for_spawn(fn: Callable[..., Any], args: tuple, kwargs: dict) -> bytes:
+    try:
+        import cloudpickle
+    except ImportError:
+        cloudpickle = None
+    if cloudpickle is None and getattr(fn, "__module__", None) == "__main__":
+        raise TypeError(f"{fn.__qualname__} is defined in __main__ (a notebook or a script run directly), which a "
+                        "spawned worker cannot import, and cloudpickle is not installed to send it by value: "
+                        "`pip install cloudpickle`, or move the function into a .py module.")
+    try:
+        return (cloudpickle or pickle).dumps((fn, args, kwargs))
+    except Exception as err:
+        raise TypeError(
+            f"The workers start with 'spawn' (needed once CUDA is initialised in this process or the workers use "
+            f"CUDA), and spawn sends {getattr(fn, '__qualname__', fn)!r}, its arguments and the globals it uses to fresh "
+            f"processes by pickling them, which failed: {type(err).__name__}: {err}. Pass only picklable values "
+            "(tensors, numbers, lists, modules built inside the worker), or put the worker in a .py module, or "
+            "launch a script with utils.launch.run_torchrun.") from err
+
+
+def _worker(job: Any, rank: int, world_size: int, port: int, backend: str | None, device: str, timeout_s: float,
+            threads: int | None, env: dict[str, str], conn: Any) -> None:
+    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank),
+                       "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    os.environ.update(env)
+    # torch reads TORCH_DISTRIBUTED_DEBUG when torch.distributed is imported; re-read it for this worker.
+    dist.set_debug_level_from_env()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    dumps = pickle.dumps
+    try:
+        if isinstance(job, bytes):  # spawned: the function may have come by value; return values the same way
+            try:
+                import cloudpickle
+
+                dumps = cloudpickle.dumps
+            except ImportError:
+                pass
+        fn, args, kwargs = pickle.loads(job) if isinstance(job, bytes) else job
+        init_from_env(device, backend=backend, timeout_s=timeout_s)
+        value = fn(rank, world_size, *args, **kwargs)
+        payload = dumps(RankOutcome(rank, value=value))
+    except BaseException:  # report everything, including a collective's timeout
+        payload = pickle.dumps(RankOutcome(rank, error=traceback.format_exc()))
+    try:
+        conn.send_bytes(payload)
+        conn.close()
+    finally:
+        try:
+            cleanup()
+        except Exception:
+            pass
+
+
+_PREIMPORTS = ("torch._dynamo", "torch.nn.parallel", "torch.distributed.fsdp")
+
+
+def _preimport() -> None:
+    """Import, once in the parent, the modules DDP and FSDP load lazily on first use (``torch._dynamo`` alone
+    takes seconds): forked workers inherit them instead of each importing them again."""
+    import importlib
+
+    for name in _PREIMPORTS:
+        try:
+            importlib.import_module(name)
+        except Exception:  # optional pieces; a worker will report the real error if it needs one
+            pass
+
+
+def _collect(pipes: list, procs: list, timeout_s: float) -> list[RankOutcome]:
+    deadline = time.monotonic() + timeout_s
+    outcomes: list[RankOutcome] = []
+    for rank, (recv, p) in enumerate(zip(pipes, procs)):
+        outcome = None
+        if recv.poll(max(0.0, deadline - time.monotonic())):
+            try:
+                outcome = pickle.loads(recv.recv_bytes())
+            except EOFError:
+                outcome = None
+        if outcome is None:
+            p.join(timeout=0.5)
+            if p.exitcode is None:
+                why = f"did not report within {timeout_s:.0f} s; it was killed"
+            elif p.exitcode < 0:
+                why = f"died from signal {-p.exitcode} ({signal.Signals(-p.exitcode).name}) without reporting"
+            else:
+                why = f"exited with code {p.exitcode} without reporting"
+            outcome = RankOutcome(rank, error=f"rank {rank} {why}")
+        outcomes.append(outcome)
+    for p in procs:  # every rank has reported (or was given up on): a short grace period to exit, then kill
+        p.join(timeout=min(3.0, max(0.1, deadline - time.monotonic())))
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=5)
+    for recv in pipes:
+        recv.close()
+    return outcomes
+
+
+def run_processes(fn: Callable[..., Any], world_size: int = 2, args: Sequence[Any] = (), *,
+                  kwargs: dict[str, Any] | None = None, backend: str | None = None, device: str = "cpu",
+                  timeout_s: float = DEFAULT_TIMEOUT_S, collective_timeout_s: float | None = None,
+                  threads_per_process: int | None = 1, env: dict[str, str] | None = None,
+                  raise_on_error: bool = True, start_method: str | None = None) -> list[Any] | list[RankOutcome]:
+    """Start ``world_size`` workers, run ``fn(rank, world_size, *args, **kwargs)`` in each inside a process group,
+    and return the values in rank order.
+
+    Args:
+        fn: the worker function. Its return value must be picklable; return CPU tensors.
+        backend: default :func:`~utils.distributed.backend_for` the device (gloo on CPU, NCCL on CUDA).
+        device: ``"cpu"`` (default: gloo, on any machine) or ``"auto"`` (``cuda:LOCAL_RANK`` and NCCL when CUDA is
+            available; then ``world_size`` must not exceed the GPU count).
+        timeout_s: seconds to wait for all workers (start-up included) before killing them.
+        collective_timeout_s: the process group's timeout (how long one collective waits for the other ranks;
+            default ``timeout_s / 2``, so a mismatched collective raises inside the worker and is reported).
+        threads_per_process: torch threads in each worker (1 avoids oversubscribing a small CPU).
+        env: extra environment variables set in each worker before the group starts.
+        raise_on_error: if True, raise :class:`DistributedRunError` when any rank failed; if False return the
+            list of :class:`RankOutcome` instead of values.
+        start_method: ``None`` chooses with :func:`start_method_for` (see the module's notes); ``"fork"`` or
+            ``"spawn"`` force one.
+    """
+    method = start_method or start_method_for(device)
+    if method not in START_METHODS:
+        raise ValueError(f"start_method must be one of {START_METHODS} or None, got {start_method!r}")
+    if method == "fork" and (torch.cuda.is_initialized() or _workers_use_cuda(device)):
+        raise RuntimeError("start_method='fork' after CUDA was initialised in this process (or with CUDA workers) "
+                           "fails in the workers with 'Cannot re-initialize CUDA in forked subprocess': leave "
+                           "start_method=None (it picks 'spawn') or pass 'spawn'.")
+    if world_size < 1:
+        raise ValueError(f"world_size must be at least 1, got {world_size}")
+    if method == "fork":
+        _preimport()
+        job: Any = (fn, tuple(args), dict(kwargs or {}))
+    else:
+        job = _pack_for_spawn(fn, tuple(args), dict(kwargs or {}))
+    ctx = mp.get_context(method)
+    port = free_port()
+    coll_timeout = collective_timeout_s if collective_timeout_s is not None else max(1.0, timeout_s / 2)
+    pipes, procs = [], []
+    for rank in range(world_size):
+        recv, send = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_worker, args=(job, rank, world_size, port, backend, device, coll_timeout,
+                                              threads_per_process, dict(env or {}), send), daemon=True)
+        p.start()
+        send.close()
+        pipes.append(recv)
+        procs.append(p)
+    outcomes = _collect(pipes, procs, timeout_s)
+    if not raise_on_error:
+        return outcomes
+    failed = [o for o in outcomes if not o.ok]
+    if failed:
+        first = failed[0].error or ""
+        raise DistributedRunError(f"{len(failed)} of {world_size} ranks failed; rank {failed[0].rank}: "
+                                  + first.strip().splitlines()[-1], outcomes)
+    return [o.value for o in outcomes]
