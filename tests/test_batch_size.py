@@ -42,6 +42,7 @@ def test_formula():
     assert formula_max_batch_size(100, 200, 9) == 0
 
 
+@pytest.mark.slow
 def test_cuda_fits_runs_on_cpu_and_catches_oom(monkeypatch):
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 3))
     fits = cuda_fits(model, (3, 2, 2), num_classes=3, optimizer="sgd", steps=1)

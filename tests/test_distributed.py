@@ -273,6 +273,7 @@ if rank == int(sys.argv[1]):
 """
 
 
+@pytest.mark.slow
 def test_script_ranks_get_torchrun_variables_and_their_own_output(tmp_path):
     script = tmp_path / "reporter.py"
     script.write_text(REPORTER)
@@ -305,6 +306,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_script_ranks_timeout_kills_every_rank(tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()

@@ -79,6 +79,7 @@ def test_synchronize_waits_only_on_accelerators(monkeypatch):
     assert waited == [torch.device("cuda", 1)]
 
 
+@pytest.mark.slow
 def test_empty_cuda_visible_devices_hides_gpus_from_a_fresh_process():
     code = ("from utils.device import pick_device, DeviceUnavailableError\n"
             "print(pick_device('auto').type)\n"

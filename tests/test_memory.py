@@ -1,6 +1,7 @@
 """Unit tests of utils.memory: byte counts that can be checked by hand, and the activation model's prediction."""
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -31,6 +32,7 @@ def test_parameter_and_gradient_bytes():
     assert parameter_bytes(m, trainable_only=True) == 500
 
 
+@pytest.mark.slow
 def test_optimizer_state_measured_matches_slots():
     m = _mlp()
     for name, slots in OPTIMIZER_STATE_SLOTS.items():
