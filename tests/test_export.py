@@ -9,7 +9,7 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper
 
-from utils.export import InputSpec, InputValidationError, OnnxModel, input_problems, max_abs_diff
+from utils.export import InputSpec, InputValidationError, OnnxModel, default_providers, input_problems, max_abs_diff
 
 
 def _relu_model(shape=("batch", 3, 4, 4)) -> bytes:
@@ -68,3 +68,13 @@ def test_max_abs_diff():
     assert max_abs_diff(np.zeros(0), np.zeros(0)) == 0.0
     with pytest.raises(ValueError, match="shapes differ"):
         max_abs_diff(np.zeros((4, 10)), np.zeros(10))
+
+
+def test_default_providers_prefer_cuda_without_tf32():
+    assert default_providers(["CPUExecutionProvider"]) == ["CPUExecutionProvider"]
+    gpu = default_providers(["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert gpu == [("CUDAExecutionProvider", {"use_tf32": "0"}), "CPUExecutionProvider"]
+    import onnxruntime as ort
+    in_use = OnnxModel(_relu_model()).providers                               # this machine's onnxruntime
+    assert in_use[0] == ("CUDAExecutionProvider" if "CUDAExecutionProvider" in ort.get_available_providers()
+                         else "CPUExecutionProvider")
