@@ -1,5 +1,6 @@
 # One command to set up and start the course, one to set up and test it. See README.md.
-# Setup is idempotent: the virtual environment is rebuilt only when the lock file or pyproject.toml change.
+# Setup is idempotent: packages are reinstalled only when the lock file, pyproject.toml or the PyTorch build the
+# machine needs (tools/torch_build.py: TORCH=auto|default|cu126|cu130|cu132|cpu, TENSORRT=1) change.
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
@@ -19,19 +20,35 @@ CHECK_DAY = @test -d solutions/$(DAY_ID) || { echo "no solutions/$(DAY_ID): DAY 
 
 setup: $(STAMP)
 
-$(STAMP): requirements-lock.txt pyproject.toml
-	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10+ is needed, found " + sys.version.split()[0]'
+# The PyTorch build: empty TORCH keeps a build that works here and detects one otherwise (nvidia-smi); TORCH=auto
+# always detects. Checked on every run (it also checks the Python version, against pyproject.toml's
+# requires-python); the file changes only when the answer does, and only then does the install below run again.
+TORCH ?=
+TENSORRT ?=
+BUILD_CHOICE := $(VENV)/.torch-build
+SETUP_PYTHON = $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+
+$(BUILD_CHOICE): FORCE
+	@mkdir -p $(VENV)
+	@$(SETUP_PYTHON) tools/torch_build.py choose --torch "$(TORCH)" --tensorrt "$(TENSORRT)" --venv $(VENV) --write $@
+
+# .jupyter/nbgrader_config.py goes into the environment's etc/jupyter/, where nbgrader finds it from any folder.
+$(STAMP): requirements-lock.txt pyproject.toml tools/torch_build.py .jupyter/nbgrader_config.py $(BUILD_CHOICE)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-lock.txt $(QUIET_PIP)
+	$(BIN)/python tools/torch_build.py install --choice $(BUILD_CHOICE) $(QUIET_PIP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e . $(QUIET_PIP)
-	$(BIN)/python -c 'import torch, torchvision, nbgrader, papermill, utils; print("setup ok: torch", torch.__version__, "| utils from", utils.__file__)'
+	mkdir -p $(VENV)/etc/jupyter && cp .jupyter/nbgrader_config.py $(VENV)/etc/jupyter/nbgrader_config.py
+	$(BIN)/python -c 'import torch, torchvision, nbgrader, papermill, utils; print(f"setup ok: torch {torch.__version__} (CUDA {torch.version.cuda}) | utils from {utils.__file__}")'
 	touch $(STAMP)
 
+FORCE:
+
 ## The main command: set everything up and open the course in JupyterLab (offline, on the bundled dataset).
-# --allow-root only where the shell really is root (containers, CI); learners run as themselves.
+# .jupyter/ holds the learner's lab settings: open days/day01, no instructor panels (the Validate button stays), no
+# news prompt. --allow-root only where the shell really is root (containers, CI); learners run as themselves.
 lab: setup
-	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.default_url=/lab/tree/days/day01 \
-		$(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
+	JUPYTER_CONFIG_PATH="$(CURDIR)/.jupyter$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))" \
+		$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
 ## The test command (.ci/run calls exactly this): set everything up and run the whole suite.
 ## With DAY=NN: only that day's papermill run, nbgrader round trip and days/ freshness check (the edit loop).

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.metadata as metadata
 import importlib.util
+import re
 import subprocess
 import sys
 
@@ -179,29 +180,18 @@ def test_tensorrt_only_with_a_gpu_and_the_locks_cuda_13_build():
     assert ok.build == "default" and ok.tensorrt and "TensorRT" in ok.line()
 
 
+def test_unset_tensorrt_keeps_an_installed_tensorrt_while_the_build_fits():
+    fits = gpu("580.65.06", (13, 0), (8, 0))
+    kept = tb.choose("", fits, tensorrt=None, installed="default", default_cuda=CU130, tensorrt_installed=True)
+    assert kept.tensorrt
+    assert not tb.choose("", fits, tensorrt=None, installed="default", default_cuda=CU130).tensorrt
+    assert not tb.choose("", fits, tensorrt=False, installed="default", default_cuda=CU130,
+                         tensorrt_installed=True).tensorrt
+    moved = tb.choose("cu126", fits, tensorrt=None, installed="default", default_cuda=CU130, tensorrt_installed=True)
+    assert not moved.tensorrt and "TensorRT is removed" in moved.reason
+
+
 # ---------------------------------------------------------------- the lock and the pip commands
-def torch_cuda_closure() -> set:
-    """torch, torchvision and the CUDA/triton packages the installed torch wheel pulls in on Linux (transitively,
-    extras included: torch asks for ``cuda-toolkit[cublas,cudart,...]``)."""
-    names, todo = {"torch", "torchvision"}, [("torch", frozenset())]
-    while todo:
-        dist, extras = todo.pop()
-        for spec_ in metadata.requires(dist) or []:
-            req = Requirement(spec_)
-            if req.marker and not any(req.marker.evaluate({"platform_system": "Linux", "extra": e})
-                                      for e in extras | {""}):
-                continue
-            name = req.name.lower().replace("_", "-")
-            if tb.is_torch_stack(name) and (name, frozenset(req.extras)) not in todo:
-                names.add(name)
-                try:
-                    metadata.version(name)
-                    todo.append((name, frozenset(req.extras)))
-                except metadata.PackageNotFoundError:
-                    pass
-    return names
-
-
 def lock_names(lines: list) -> set:
     return {Requirement(line.split(";")[0]).name.lower().replace("_", "-")
             for line in lines if line.strip() and not line.startswith("#")}
@@ -209,14 +199,17 @@ def lock_names(lines: list) -> set:
 
 def test_lock_without_torch_removes_exactly_the_torch_wheels_cuda_stack():
     removed = lock_names(LOCK_LINES) - lock_names(tb.lock_without_torch(LOCK_LINES))
-    assert removed == torch_cuda_closure() & lock_names(LOCK_LINES)
+    needed_by_installed_torch = tb.torch_stack_closure(metadata.requires)
+    assert removed == needed_by_installed_torch & lock_names(LOCK_LINES)
     assert {"nvidia-ml-py", "torchmetrics", "numpy"} <= lock_names(tb.lock_without_torch(LOCK_LINES))
 
 
 def test_lock_readers_agree_with_the_installed_wheel():
-    import torch
-    assert tb.lock_pin(LOCK_LINES, "torch") == torch.__version__.partition("+")[0]
-    assert tb.lock_cuda(LOCK_LINES) == tuple(int(x) for x in torch.version.cuda.split(".")[:2])
+    # torch/version.py, read rather than imported (importing torch takes seconds)
+    version_py = metadata.distribution("torch").locate_file("torch/version.py").read_text()
+    wheel_cuda = re.search(r"^cuda: .*= '(\d+)\.(\d+)", version_py, re.M).groups()
+    assert tb.lock_pin(LOCK_LINES, "torch") == metadata.version("torch").partition("+")[0]
+    assert tb.lock_cuda(LOCK_LINES) == tuple(int(x) for x in wheel_cuda)
     assert tb.lock_cuda(["numpy==2.0.0"]) is None
     with pytest.raises(tb.SetupError, match="pins no jax"):
         tb.lock_pin(LOCK_LINES, "jax")
@@ -227,38 +220,61 @@ def test_installed_build_from_the_version_string():
         ["default", "cu126", "cpu", None]
 
 
-def commands(build: str, *, installed=None, stack=(), tensorrt=False) -> list:
+def commands(build: str, *, installed=None, tensorrt=False) -> list:
     return tb.install_commands(tb.Choice(build, "test", tensorrt=tensorrt), python="py", lock_lines=LOCK_LINES,
-                               no_torch_lock="no-torch.txt", installed_stack=list(stack), installed=installed,
+                               no_torch_lock="no-torch.txt", installed=installed,
                                tensorrt_reqs=["torch-tensorrt==2.14.0"])
 
 
 def test_default_build_installs_the_lock_and_nothing_else():
     assert commands("default") == [["py", "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                                     "-r", str(tb.LOCK)]]
-    assert commands("default", installed="default", stack=["torch", "triton"]) == commands("default")
+    assert commands("default", installed="default") == commands("default")
 
 
 def test_other_builds_come_from_pytorchs_index_with_the_rest_of_the_lock():
     torch_v, vision_v = tb.lock_pin(LOCK_LINES, "torch"), tb.lock_pin(LOCK_LINES, "torchvision")
     for build in ("cu126", "cu132", "cpu"):
-        (cmd,) = commands(build)
-        assert cmd[:4] == ["py", "-m", "pip", "install"]
-        assert cmd[cmd.index("-r") + 1] == "no-torch.txt"
-        assert f"torch=={torch_v}+{build}" in cmd and f"torchvision=={vision_v}+{build}" in cmd
-        assert cmd[cmd.index("--extra-index-url") + 1] == f"https://download.pytorch.org/whl/{build}"
-        for arg in cmd:
-            if arg.startswith("torch"):
-                assert Requirement(arg).specifier.contains(f"{torch_v}+{build}" if arg.startswith("torch=")
-                                                           else f"{vision_v}+{build}")
+        for installed in (None, "default", build):
+            (cmd,) = commands(build, installed=installed)      # one pip run; nothing removed before it
+            assert cmd[:4] == ["py", "-m", "pip", "install"]
+            assert cmd[cmd.index("-r") + 1] == "no-torch.txt"
+            assert cmd[cmd.index("--extra-index-url") + 1] == f"https://download.pytorch.org/whl/{build}"
+            pins = {Requirement(a).name: Requirement(a) for a in cmd if a.startswith("torch")}
+            # the local tag makes pip replace an installed plain 2.14.1 (and only the tagged wheel matches)
+            assert pins["torch"].specifier.contains(f"{torch_v}+{build}")
+            assert not pins["torch"].specifier.contains(torch_v)
+            assert pins["torchvision"].specifier.contains(f"{vision_v}+{build}")
 
 
-def test_switching_builds_first_uninstalls_the_old_stack():
-    cmds = commands("cu126", installed="default", stack=["triton", "torch", "nvidia-cublas"])
-    assert cmds[0] == ["py", "-m", "pip", "uninstall", "--yes", "nvidia-cublas", "torch", "triton"]
-    assert len(cmds) == 2 and "install" in cmds[1]
-    back = commands("default", installed="cu126", stack=["torch", "nvidia-cublas-cu12"])
-    assert back[0][3] == "uninstall" and back[1][-2:] == ["-r", str(tb.LOCK)]
+def test_back_to_the_default_build_reinstalls_torch_from_pypi():
+    # pip counts an installed 2.14.1+cu126 as satisfying torch==2.14.1: without this it would keep the cu126 build
+    lock_install, reinstall = commands("default", installed="cu126")
+    assert lock_install[-2:] == ["-r", str(tb.LOCK)]
+    assert "--force-reinstall" in reinstall and "--no-deps" in reinstall and "--extra-index-url" not in reinstall
+    assert Requirement(next(a for a in reinstall if a.startswith("torch=="))).specifier.contains("2.14.1+cu126")
+
+
+def fake_requires(graph: dict):
+    return lambda name: graph.get(name)
+
+
+def test_stack_closure_follows_extras_and_markers():
+    graph = {"torch": ['cuda-toolkit[cublas]==13.0.3; platform_system == "Linux"', "nvidia-nccl-cu13==2.30.7",
+                       'triton==3.8.0; python_version < "3.0"', "sympy>=1.13"],
+             "torchvision": ["torch==2.14.1", "numpy"],
+             "cuda-toolkit": ['nvidia-cublas==13.1.1.3; extra == "cublas"', 'nvidia-cufft==12.0.0.61; extra == "cufft"']}
+    needed = tb.torch_stack_closure(fake_requires(graph))
+    assert needed == {"torch", "torchvision", "cuda-toolkit", "nvidia-cublas", "nvidia-nccl-cu13"}
+
+
+def test_stale_packages_are_the_old_builds_leftovers():
+    before = ["torch", "torchvision", "triton", "nvidia-cublas", "nvidia_nccl_cu13", "torch-tensorrt", "tensorrt-cu13"]
+    needed_cu126 = {"torch", "torchvision", "triton", "nvidia-cublas-cu12", "nvidia-nccl-cu12"}
+    assert tb.stale_packages(before, needed_cu126, tensorrt=False) == \
+        ["nvidia-cublas", "nvidia-nccl-cu13", "tensorrt-cu13", "torch-tensorrt"]
+    needed_default = {"torch", "torchvision", "triton", "nvidia-cublas", "nvidia-nccl-cu13"}
+    assert tb.stale_packages(before, needed_default, tensorrt=True) == []
 
 
 def test_tensorrt_is_installed_last_without_moving_torch():

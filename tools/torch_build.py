@@ -6,11 +6,12 @@ and on an older driver it imports fine but ``torch.cuda.is_available()`` is Fals
 GPU its CUDA libraries (about 3 GB) are dead weight. ``make setup`` therefore asks ``nvidia-smi`` what the driver
 supports and installs the build that works, from PyTorch's own wheel index, with everything else from the lock.
 
-    python tools/torch_build.py choose --torch BUILD --tensorrt 0|1 --venv .venv --write .venv/.torch-build
+    python tools/torch_build.py choose --torch BUILD [--tensorrt 0|1] --venv .venv --write .venv/.torch-build
     .venv/bin/python tools/torch_build.py install --choice .venv/.torch-build
 
 BUILD is empty (keep the installed build if it works here, otherwise detect), ``auto`` (detect), ``default`` (the
-lock as it is), ``cu126``, ``cu130`` (the same build as ``default``), ``cu132`` or ``cpu``. Standard library only,
+lock as it is), ``cu126``, ``cu130`` (the same build as ``default``), ``cu132`` or ``cpu``. TENSORRT is 1 (add
+TensorRT: an NVIDIA GPU and the lock's CUDA 13.0 build only), 0 (remove it) or empty (keep it while the build fits). Standard library only,
 and Python 3.8 syntax: ``choose`` runs first, with whatever ``python3`` the learner has, to check its version.
 """
 from __future__ import annotations
@@ -240,9 +241,11 @@ def works_here(build: str, machine: Machine, default_cuda: Optional[tuple]) -> b
             and all(runs_on(tag, cap, machine.arch) for cap in machine.compute_caps))
 
 
-def choose(request: str, machine: Machine, *, tensorrt: bool, installed: Optional[str], default_cuda: Optional[tuple],
-           ci: bool = False, reachable: Callable[[], bool] = index_reachable) -> Choice:
-    """The build for ``request`` (see the module docstring), and whether TensorRT can go with it."""
+def choose(request: str, machine: Machine, *, tensorrt: Optional[bool], installed: Optional[str],
+           default_cuda: Optional[tuple], ci: bool = False, tensorrt_installed: bool = False,
+           reachable: Callable[[], bool] = index_reachable) -> Choice:
+    """The build for ``request`` (see the module docstring), and whether TensorRT goes with it: ``tensorrt`` True
+    or False as asked (TENSORRT=1 or 0), None to keep an installed TensorRT while the build allows it."""
     request = request.strip().lower()
     if request not in CHOICES:
         hint = " (PyTorch 2.14 has no CUDA 12.8 build)" if request == "cu128" else ""
@@ -260,6 +263,11 @@ def choose(request: str, machine: Machine, *, tensorrt: bool, installed: Optiona
     if machine.system != "Linux" and choice.build != "default":
         raise SetupError(f"TORCH={request}: PyTorch's other builds are for Linux; on {machine.system} use the "
                          "default build.")
+    if tensorrt is None:                              # TENSORRT not given: keep it if it still fits
+        keep = tensorrt_installed and machine.has_nvidia_gpu and choice.build == "default"
+        note = "; TensorRT is removed: it needs the lock's CUDA 13.0 build on an NVIDIA GPU" \
+            if tensorrt_installed and not keep else ""
+        return Choice(choice.build, choice.reason + note, tensorrt=keep)
     if tensorrt:
         if not machine.has_nvidia_gpu:
             raise SetupError(f"TENSORRT=1 needs an NVIDIA GPU; here {machine.note}. TensorRT runs on NVIDIA GPUs "
@@ -273,29 +281,60 @@ def choose(request: str, machine: Machine, *, tensorrt: bool, installed: Optiona
 
 # ---------------------------------------------------------------- the commands
 def install_commands(choice: Choice, *, python: str, lock_lines: list, no_torch_lock: str,
-                     installed_stack: list, installed: Optional[str], tensorrt_reqs: list) -> list:
+                     installed: Optional[str], tensorrt_reqs: list) -> list:
     """The commands (argv lists) that install ``choice`` into the environment of ``python``.
 
     Another build is installed in one pip run with the rest of the lock (``no_torch_lock``, where the caller writes
     ``lock_without_torch(lock_lines)``), so every shared dependency keeps its locked version; PyTorch's index is an
-    extra index because only it has ``torch==2.14.1+cu126``. A switch between builds first removes the installed
-    torch stack: pip counts ``2.14.1+cu126`` as satisfying ``torch==2.14.1`` and would keep the wrong build.
+    extra index because only it has ``torch==2.14.1+cu126``. Back to the default build, torch and torchvision are
+    reinstalled from PyPI: pip counts an installed ``2.14.1+cu126`` as satisfying ``torch==2.14.1``. Nothing is
+    uninstalled first, so a failed download leaves the old build working; ``stale_packages`` tidies up after.
     """
     pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     torch_v, vision_v = lock_pin(lock_lines, "torch"), lock_pin(lock_lines, "torchvision")
-    commands = []
-    if installed is not None and installed != choice.build and installed_stack:
-        commands.append([python, "-m", "pip", "uninstall", "--yes", *sorted(installed_stack)])
     if choice.build == "default":
-        commands.append([*pip, "-r", str(LOCK)])
+        commands = [[*pip, "-r", str(LOCK)]]
+        if installed not in (None, "default"):
+            commands.append([*pip, "--no-deps", "--force-reinstall", f"torch=={torch_v}", f"torchvision=={vision_v}"])
     else:
-        commands.append([*pip, "-r", no_torch_lock, f"torch=={torch_v}+{choice.build}",
-                         f"torchvision=={vision_v}+{choice.build}", "--extra-index-url", INDEX + choice.build])
+        commands = [[*pip, "-r", no_torch_lock, f"torch=={torch_v}+{choice.build}",
+                     f"torchvision=={vision_v}+{choice.build}", "--extra-index-url", INDEX + choice.build]]
     if choice.tensorrt:
         # torch and torchvision named with their pins so that resolving TensorRT cannot move them.
         commands.append([*pip, "--extra-index-url", NVIDIA_INDEX, f"torch=={torch_v}", f"torchvision=={vision_v}",
                          *tensorrt_reqs])
     return commands
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def torch_stack_closure(requires: Callable[[str], Optional[list]], roots: tuple = ("torch", "torchvision")) -> set:
+    """The torch-stack packages ``roots`` need in this environment, transitively, extras followed
+    (torch asks for ``cuda-toolkit[cublas,cudart,...]``). ``requires`` is ``importlib.metadata.requires``."""
+    from packaging.requirements import Requirement   # in the lock; only `install` needs it
+    needed, seen, todo = set(), set(), [(r, frozenset()) for r in roots]
+    while todo:
+        name, extras = todo.pop()
+        if (name, extras) in seen:
+            continue
+        seen.add((name, extras))
+        needed.add(name)
+        for spec in requires(name) or []:
+            req = Requirement(spec)
+            if req.marker and not any(req.marker.evaluate({"extra": e}) for e in extras | {""}):
+                continue
+            if is_torch_stack(req.name):
+                todo.append((_normal(req.name), frozenset(req.extras)))
+    return needed
+
+
+def stale_packages(before: list, needed: set, tensorrt: bool) -> list:
+    """Torch-stack packages of the previous build that the new one does not use (CUDA 13 wheels after a switch to
+    cu126, all of them after a switch to cpu)."""
+    return sorted(n for n in map(_normal, before)
+                  if n not in needed and not (tensorrt and n.startswith(("tensorrt", "torch-tensorrt"))))
 
 
 def tensorrt_requirements(pyproject_text: str) -> list:
@@ -308,22 +347,25 @@ def tensorrt_requirements(pyproject_text: str) -> list:
 
 
 # ---------------------------------------------------------------- command line
-def _venv_torch_version(venv: Path) -> Optional[str]:
+def _venv_version(venv: Path, name: str) -> Optional[str]:
     import importlib.metadata as metadata
     paths = [str(p) for p in venv.glob("lib/python3*/site-packages")]
-    dists = list(metadata.distributions(name="torch", path=paths)) if paths else []
+    dists = list(metadata.distributions(name=name, path=paths)) if paths else []
     return dists[0].version if dists else None
 
 
 def _cmd_choose(args: argparse.Namespace) -> None:
     check_python(sys.version_info, requires_python(PYPROJECT.read_text()), sys.executable)
     lock_lines = LOCK.read_text().splitlines()
-    torch_version = _venv_torch_version(Path(args.venv))
+    venv = Path(args.venv)
+    torch_version = _venv_version(venv, "torch")
     if torch_version and torch_version.partition("+")[0] != lock_pin(lock_lines, "torch"):
         torch_version = None                          # an older torch: reinstall whatever build is chosen
-    choice = choose(args.torch, detect_machine(), tensorrt=args.tensorrt.strip() not in ("", "0"),
+    trt = args.tensorrt.strip().lower()
+    choice = choose(args.torch, detect_machine(), tensorrt=None if trt == "" else trt not in ("0", "no", "false"),
                     installed=installed_build(torch_version), default_cuda=lock_cuda(lock_lines),
-                    ci=os.environ.get("CI", "").lower() in ("1", "true", "yes"))
+                    ci=os.environ.get("CI", "").lower() in ("1", "true", "yes"),
+                    tensorrt_installed=_venv_version(venv, "torch_tensorrt") is not None)
     print(choice.line())
     content = f"build={choice.build}\ntensorrt={int(choice.tensorrt)}\n"
     target = Path(args.write)
@@ -331,12 +373,31 @@ def _cmd_choose(args: argparse.Namespace) -> None:
         target.write_text(content)
 
 
+def _requires(name: str) -> Optional[list]:
+    import importlib.metadata as metadata
+    try:
+        return metadata.requires(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _torch_stack_installed() -> list:
+    import importlib.metadata as metadata
+    return sorted({_normal(d.metadata["Name"]) for d in metadata.distributions() if is_torch_stack(d.metadata["Name"])})
+
+
+def _run(cmd: list) -> None:
+    shown = [os.path.relpath(cmd[0]) if cmd[0] == sys.executable else cmd[0], *cmd[1:]]
+    print("+", " ".join(shown), flush=True)
+    subprocess.run(cmd, check=True)
+
+
 def _cmd_install(args: argparse.Namespace) -> None:
     import importlib.metadata as metadata
     fields = dict(line.split("=", 1) for line in Path(args.choice).read_text().split())
     choice = Choice(fields["build"], "chosen by `choose`", tensorrt=fields.get("tensorrt") == "1")
     lock_lines = LOCK.read_text().splitlines()
-    stack = sorted({d.metadata["Name"] for d in metadata.distributions() if is_torch_stack(d.metadata["Name"])})
+    before = _torch_stack_installed()
     try:
         installed = installed_build(metadata.version("torch"))
     except metadata.PackageNotFoundError:
@@ -345,9 +406,11 @@ def _cmd_install(args: argparse.Namespace) -> None:
     no_torch.write_text("\n".join(lock_without_torch(lock_lines)) + "\n")
     trt = tensorrt_requirements(PYPROJECT.read_text()) if choice.tensorrt else []
     for cmd in install_commands(choice, python=sys.executable, lock_lines=lock_lines, no_torch_lock=str(no_torch),
-                                installed_stack=stack, installed=installed, tensorrt_reqs=trt):
-        print("+", " ".join(cmd[1:] if cmd[0] == sys.executable else cmd), flush=True)
-        subprocess.run(cmd, check=True)
+                                installed=installed, tensorrt_reqs=trt):
+        _run(cmd)
+    stale = stale_packages(before, torch_stack_closure(_requires), choice.tensorrt)
+    if stale:
+        _run([sys.executable, "-m", "pip", "uninstall", "--yes", "--quiet", *stale])
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -355,7 +418,7 @@ def main(argv: Optional[list] = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("choose", help="pick the build for this machine; write it to --write if it changed")
     p.add_argument("--torch", default="")
-    p.add_argument("--tensorrt", default="0")
+    p.add_argument("--tensorrt", default="", help="1 to add TensorRT, 0 to remove it, empty to keep as is")
     p.add_argument("--venv", default=".venv")
     p.add_argument("--write", required=True)
     p = sub.add_parser("install", help="install the build that `choose` wrote (run with the environment's python)")
