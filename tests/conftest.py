@@ -48,7 +48,22 @@ def pytest_sessionstart(session):
             f.unlink()
 
 
+# A unit test slower than this belongs under @pytest.mark.slow, so that `make test-fast` stays under a minute.
+SLOW_UNMARKED_S = 2.0
+_unmarked_slow: list[tuple[str, float]] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.duration > SLOW_UNMARKED_S and not {"slow", "notebooks"} & set(
+            report.keywords):
+        _unmarked_slow.append((report.nodeid, report.duration))
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _unmarked_slow:
+        terminalreporter.section(f"tests over {SLOW_UNMARKED_S:g} s without a slow marker (make test-fast runs them)")
+        for nodeid, seconds in sorted(_unmarked_slow, key=lambda r: -r[1]):
+            terminalreporter.write_line(f"{seconds:6.1f} s  {nodeid}")
     rows = []
     for f in sorted(TIMINGS_DIR.glob("*.jsonl")):
         rows += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]

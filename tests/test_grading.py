@@ -86,9 +86,9 @@ def test_days_match_a_fresh_generation(day: str, tmp_path: Path):
     committed = {p.relative_to(committed_dir): p.read_bytes() for p in committed_dir.rglob("*") if p.is_file()
                  and "__pycache__" not in p.parts and ".ipynb_checkpoints" not in p.parts}
     assert sorted(map(str, committed)) == sorted(map(str, fresh)), \
-        f"days/{day} has other files than a fresh generation: run `make days DAY={day}`"
+        f"days/{day} has other files than a fresh generation: run `make days DAY={day[3:]}`"
     stale = [str(k) for k in fresh if fresh[k] != committed[k]]
-    assert not stale, f"days/{day} differs from a fresh generation in {stale}: run `make days DAY={day}`, never " \
+    assert not stale, f"days/{day} differs from a fresh generation in {stale}: run `make days DAY={day[3:]}`, never " \
                       "edit days/ by hand"
 
 
