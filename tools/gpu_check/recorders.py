@@ -1,0 +1,595 @@
+"""Part B of the GPU check: the full-size recordings that notebooks show when they cannot measure live.
+
+One function per day, registered with :func:`recorder` under the day's folder name. Each measures what its notebook
+measures on a CUDA GPU (at the notebook's GPU sizes, or the size named in ``what``), through the course's own
+``utils`` functions, and returns a payload: ``what`` (one line), ``summary`` (lines computed from the measurement),
+``rows`` (a table) and anything else the day's notebook reads. The runner (``tools/gpu_check.py``) adds
+:func:`utils.profiling.provenance` and writes ``results/<day>/<gpu>.json``. With ``tiny=True`` (the CPU dry run)
+every recorder runs the same code at toy sizes so that the kit cannot rot; GPU-only steps are then skipped and the
+payload says so.
+
+Each recorder is bounded in time: its loops are sized to finish well inside ``budget_s`` on an H200, and the runner
+kills a recorder that overruns its budget by half and moves on.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import pickle
+import re
+import statistics
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+from torch import nn
+
+from utils.batch_size import budget_fits, cuda_fits, find_max_batch_size, formula_max_batch_size, free_device_memory
+from utils.device import synchronize
+from utils.fast_path import fast_path_flags, restore_fast_path_flags
+from utils.memory import cuda_peak_training_bytes, measure_breakdown, parameter_bytes, saved_activation_bytes
+from utils.models import build_model, resnet50, small_cnn
+from utils.profiling import (memory_snapshot_summary, profile_records, trace_events, trim_chrome_trace,
+                             trim_memory_snapshot)
+from utils.step import train_step
+from utils.timing import time_fn
+
+GiB = 2**30
+MAX_TRACE_BYTES = 3 * 2**20      # a committed profiler trace, gzip-compressed
+MAX_SNAPSHOT_BYTES = 4 * 2**20   # a committed memory snapshot (pickle, what memory_viz opens)
+
+
+@dataclass
+class Context:
+    """What a recorder needs: the device, the size (``tiny`` on the CPU dry run), where its extra files go
+    (``out_dir`` = ``results/<day>`` of the bundle), the file stem of this GPU (``slug``) and its time budget."""
+
+    device: torch.device
+    tiny: bool
+    out_dir: Path
+    slug: str
+    budget_s: float
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def pick(self, tiny: Any, full: Any) -> Any:
+        return tiny if self.tiny else full
+
+    def left_s(self) -> float:
+        return self.budget_s - (time.perf_counter() - self.started)
+
+
+@dataclass
+class Recorder:
+    day: str
+    budget_s: float     # seconds on an H200; the runner's hard limit is 1.5x this
+    what: str
+    fn: Callable[[Context], dict]
+
+
+RECORDERS: dict[str, Recorder] = {}
+
+
+def recorder(day: str, budget_s: float, what: str) -> Callable[[Callable[[Context], dict]], Callable]:
+    def register(fn: Callable[[Context], dict]) -> Callable[[Context], dict]:
+        RECORDERS[day] = Recorder(day, budget_s, what, fn)
+        return fn
+    return register
+
+
+def gpu_slug(device: torch.device) -> str:
+    """File stem for results of ``device``: ``nvidia_h200`` for an NVIDIA H200, ``cpu`` on the CPU."""
+    if device.type != "cuda":
+        return device.type
+    return re.sub(r"[^a-z0-9]+", "_", torch.cuda.get_device_name(device).lower()).strip("_")
+
+
+@contextmanager
+def tf32(enabled: bool) -> Iterator[None]:
+    """TF32 for matmuls and cuDNN convolutions on (True) or off (False) inside the block; flags restored after."""
+    saved = fast_path_flags()
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        restore_fast_path_flags(saved)
+
+
+def _batch(n: int, size: int, device: torch.device, classes: int = 10) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(n, 3, size, size, device=device), torch.randint(0, classes, (n,), device=device)
+
+
+def _peak_reset(device: torch.device) -> None:
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def _peak(device: torch.device) -> int | None:
+    return int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else None
+
+
+# ----------------------------------------------------------------------------------------------------------- 02
+@recorder("day02", 12, "GPU-Util (NVML) sampled while a 1-element add and an n x n fp32 matmul run in loops")
+def record_day02(ctx: Context) -> dict:
+    from utils.monitoring import Monitor
+
+    n = ctx.pick(256, 8192)
+    phase_s = ctx.pick(0.3, 2.0)
+    backend = "nvml" if ctx.cuda else "psutil"
+    util_key = "gpu_util_pct" if ctx.cuda else "process_cpu_pct"
+    tiny = torch.zeros(1, device=ctx.device)
+    a, b = torch.randn(n, n, device=ctx.device), torch.randn(n, n, device=ctx.device)
+    a @ b
+    synchronize(ctx.device)
+    phases = []
+    with Monitor(interval_s=0.05, backend=backend, device=ctx.device if ctx.cuda else None) as mon:
+        time.sleep(phase_s / 2)
+        for label, fn, flop in (("1-element add", lambda: tiny.add_(1), 1), (f"{n}x{n} matmul", lambda: a @ b,
+                                                                             2 * n**3)):
+            mon.mark(label)
+            start, calls = time.perf_counter(), 0
+            while time.perf_counter() - start < phase_s:
+                fn()
+                calls += 1
+            synchronize(ctx.device)
+            elapsed = time.perf_counter() - start
+            phases.append((label, mon.marks[-1][0], mon.marks[-1][0] + elapsed, calls / elapsed, flop))
+        mon.mark("idle")
+        time.sleep(phase_s / 2)
+    trace = mon.as_dict()
+    rows = []
+    for label, t0, t1, rate, flop in phases:
+        # Skip the first NVML window of a phase: NVML averages over up to 1 s, so it still holds the phase before.
+        util = [u for t, u in zip(trace["t_s"], trace[util_key]) if t0 + 0.25 * (t1 - t0) <= t <= t1 and u is not None]
+        rows.append({"loop": label, "seconds": t1 - t0, "calls_per_s": rate, "tflop_per_s": rate * flop / 1e12,
+                     "util_pct_mean": statistics.fmean(util) if util else None, "samples": len(util)})
+    ratio = rows[1]["tflop_per_s"] / rows[0]["tflop_per_s"]
+    summary = [f"{'GPU-Util' if ctx.cuda else 'process CPU'}: {rows[0]['util_pct_mean'] or float('nan'):.0f} % "
+               f"with 1-element adds, {rows[1]['util_pct_mean'] or float('nan'):.0f} % with {n}x{n} matmuls, while "
+               f"the useful work differs {ratio:,.0f}x ({rows[1]['tflop_per_s']:.3g} vs "
+               f"{rows[0]['tflop_per_s']:.2e} TFLOP/s): utilisation is a time fraction, not a work rate."]
+    keep = ("t_s", util_key, "gpu_mem_used_bytes" if ctx.cuda else "process_rss_bytes")
+    return {"summary": summary, "rows": rows, "backend": backend, "sample_interval_s": 0.05,
+            "trace": {k: trace[k] for k in keep}, "marks": mon.marks}
+
+
+# ----------------------------------------------------------------------------------------------------------- 03
+@recorder("day03", 12, "host-to-device copies (pageable vs pinned), timing without/with sync, CUDA events")
+def record_day03(ctx: Context) -> dict:
+    sizes_mb = ctx.pick([1, 4], [1, 4, 16, 64, 256])
+    repeats = ctx.pick(3, 10)
+    rows = []
+    for mb in sizes_mb:
+        host = torch.randn(mb * 10**6 // 4)
+        row: dict[str, Any] = {"size_mb": mb}
+        if ctx.cuda:
+            pinned = host.pin_memory()
+            page = time_fn(lambda: host.to(ctx.device), device=ctx.device, warmup=2, repeats=repeats)
+            pin = time_fn(lambda: pinned.to(ctx.device, non_blocking=True), device=ctx.device, warmup=2,
+                          repeats=repeats)
+            row |= {"pageable_gb_per_s": host.nbytes / page.median_s / 1e9,
+                    "pinned_gb_per_s": host.nbytes / pin.median_s / 1e9}
+        else:
+            dst = torch.empty_like(host)
+            copy = time_fn(lambda: dst.copy_(host), device=ctx.device, warmup=2, repeats=repeats)
+            row |= {"host_copy_gb_per_s": host.nbytes / copy.median_s / 1e9}
+        rows.append(row)
+    n = ctx.pick(128, 4096)
+    a, b = torch.randn(n, n, device=ctx.device), torch.randn(n, n, device=ctx.device)
+    for _ in range(3):
+        a @ b
+    synchronize(ctx.device)
+    naive = []
+    for _ in range(repeats * 2):
+        start = time.perf_counter()
+        a @ b
+        naive.append(time.perf_counter() - start)
+    synchronize(ctx.device)
+    honest = time_fn(lambda: a @ b, device=ctx.device, warmup=0, repeats=repeats * 2).median_s
+    timing = {"matmul_n": n, "no_sync_median_s": statistics.median(naive), "sync_median_s": honest}
+    summary = [f"{n}x{n} fp32 matmul: timed without sync {timing['no_sync_median_s'] * 1e3:.3f} ms, with sync "
+               f"{honest * 1e3:.3f} ms: the naive timer is {honest / timing['no_sync_median_s']:.1f}x off."]
+    if ctx.cuda:
+        events = []
+        for _ in range(repeats * 2):
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            a @ b
+            stop.record()
+            stop.synchronize()
+            events.append(start.elapsed_time(stop) / 1e3)
+        timing["cuda_events_median_s"] = statistics.median(events)
+        summary.append(f"CUDA events: {timing['cuda_events_median_s'] * 1e3:.3f} ms (the GPU's own clock, no host "
+                       "sync inside the timed region).")
+        best = max(rows, key=lambda r: r["pinned_gb_per_s"])
+        summary.append(f"largest copy ({rows[-1]['size_mb']} MB): pageable {rows[-1]['pageable_gb_per_s']:.1f} GB/s, "
+                       f"pinned {rows[-1]['pinned_gb_per_s']:.1f} GB/s; best pinned {best['pinned_gb_per_s']:.1f} "
+                       f"GB/s at {best['size_mb']} MB.")
+    else:
+        summary.append("no host-to-device copy or CUDA events without CUDA: host-to-host copies only.")
+    return {"summary": summary, "rows": rows, "timing": timing}
+
+
+# ----------------------------------------------------------------------------------------------------------- 08
+@recorder("day08", 20, "ResNet50 + Adam: torch.cuda.max_memory_allocated over two training steps vs the memory "
+                       "model (utils.memory) at batch 64, 64 px and 224 px")
+def record_day08(ctx: Context) -> dict:
+    rows, summary = [], []
+    batch = ctx.pick(2, 64)
+    for size in ctx.pick([32], [64, 224]):
+        free_device_memory(ctx.device)
+        before = torch.cuda.memory_allocated(ctx.device) if ctx.cuda else 0
+        torch.manual_seed(0)
+        model = resnet50(10).to(ctx.device)
+        breakdown = measure_breakdown(model, (3, size, size), batch, "adam", device=ctx.device)
+        x, y = _batch(batch, size, ctx.device)
+        peak = cuda_peak_training_bytes(model, x, y, "adam")
+        measured = peak - before if peak is not None else None
+        predicted = breakdown.peak_bytes()
+        rows.append({"image_px": size, "batch": batch, **{f"{k.replace(' ', '_')}_mib": v / 2**20
+                                                          for k, v in breakdown.parts().items()},
+                     "predicted_peak_mib": predicted / 2**20,
+                     "measured_peak_mib": measured / 2**20 if measured is not None else None,
+                     "prediction_over_measured": predicted / measured if measured else None})
+        if measured:
+            summary.append(f"{size} px, batch {batch}: predicted {predicted / GiB:.2f} GiB, max_memory_allocated "
+                           f"{measured / GiB:.2f} GiB (prediction / measurement = {predicted / measured:.2f})")
+        del model, x, y
+    if not ctx.cuda:
+        summary.append("no CUDA allocator here: prediction only")
+    free_device_memory(ctx.device)
+    return {"summary": summary, "rows": rows, "optimizer": "adam"}
+
+
+# ----------------------------------------------------------------------------------------------------------- 09
+@recorder("day09", 35, "ResNet50 at 224 px, fp32 + SGD: images/s vs batch size; the largest Adam batch found by "
+                       "out-of-memory search, beside the memory model's and the rule of thumb's answers")
+def record_day09(ctx: Context) -> dict:
+    name, size = ctx.pick(("small_cnn", 32), ("resnet50", 224))
+    torch.manual_seed(0)
+    model = build_model(name, 10, image_size=size).to(ctx.device).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    rows = []
+    for b in ctx.pick([4, 8], [16, 32, 64, 128, 256, 512]):
+        x, y = _batch(b, size, ctx.device)
+        try:
+            t = time_fn(lambda: train_step(model, x, y, opt), device=ctx.device, warmup=2, repeats=ctx.pick(2, 5))
+        except torch.OutOfMemoryError:
+            free_device_memory(ctx.device)
+            break
+        rows.append({"batch": b, "step_ms": t.median_s * 1e3, "images_per_s": t.per_second(b)})
+        del x, y
+    del opt
+    best = max(rows, key=lambda r: r["images_per_s"])
+    summary = [f"{name} {size} px fp32: {best['images_per_s']:,.0f} images/s at best (batch {best['batch']}); "
+               f"{rows[0]['images_per_s']:,.0f} at batch {rows[0]['batch']}"]
+    search: dict[str, Any] = {}
+    if ctx.cuda:
+        free_device_memory(ctx.device)
+        deadline = time.perf_counter() + max(5.0, ctx.left_s() - 8)
+        fits = cuda_fits(model, (3, size, size), 10, "adam")
+
+        def bounded(b: int) -> bool:
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"the out-of-memory search ran out of its time budget at batch {b}")
+            return fits(b)
+
+        total = torch.cuda.get_device_properties(ctx.device).total_memory
+        try:
+            found = find_max_batch_size(bounded, start=64, limit=16384)
+            search = {"max_batch_adam_fp32": found.max_batch_size, "trials": found.trials}
+        except TimeoutError as e:
+            search = {"max_batch_adam_fp32": None, "error": str(e)}
+        breakdown = measure_breakdown(model, (3, size, size), 1, "adam", device=ctx.device)
+        search |= {"total_memory_bytes": total,
+                   "memory_model_max_batch_10pct_margin": find_max_batch_size(budget_fits(breakdown, total, 0.10),
+                                                                              limit=1 << 20).max_batch_size,
+                   "rule_of_thumb_max_batch": formula_max_batch_size(total, parameter_bytes(model),
+                                                                     breakdown.activation_per_sample)}
+        summary.append(f"largest Adam fp32 batch on {torch.cuda.get_device_name(ctx.device)} "
+                       f"({total / GiB:.0f} GiB): {search['max_batch_adam_fp32']} by out-of-memory search, "
+                       f"{search['memory_model_max_batch_10pct_margin']} by the memory model (10 % margin), "
+                       f"{search['rule_of_thumb_max_batch']} by (total - parameters) / per-sample activations")
+    else:
+        summary.append("no catchable out-of-memory error on the CPU: the search runs only on CUDA")
+    del model
+    free_device_memory(ctx.device)
+    return {"summary": summary, "rows": rows, "model": name, "image_px": size, "max_batch_search": search}
+
+
+# ----------------------------------------------------------------------------------------------------------- 11
+@recorder("day11", 20, "ResNet50 at 224 px, batch 128: training step time and peak memory in fp32, TF32, bf16 and "
+                       "fp16 (+ GradScaler); n x n matmul throughput per format")
+def record_day11(ctx: Context) -> dict:
+    name, size, batch = ctx.pick(("small_cnn", 16, 8), ("resnet50", 224, 128))
+    variants = [("fp32", False, None), ("tf32", True, None), ("bf16 autocast", False, torch.bfloat16)]
+    if ctx.cuda:
+        variants.append(("fp16 autocast + GradScaler", False, torch.float16))
+    x, y = _batch(batch, size, ctx.device)
+    rows = []
+    for label, use_tf32, amp in variants:
+        torch.manual_seed(0)
+        model = build_model(name, 10, image_size=size).to(ctx.device).train()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        scaler = torch.amp.GradScaler(ctx.device.type) if amp == torch.float16 else None
+        with tf32(use_tf32):
+            _peak_reset(ctx.device)
+            t = time_fn(lambda: train_step(model, x, y, opt, amp_dtype=amp, scaler=scaler), device=ctx.device,
+                        warmup=3, repeats=ctx.pick(2, 10))
+            saved = saved_activation_bytes(model, x, autocast_dtype=amp)
+        peak = _peak(ctx.device)
+        rows.append({"precision": label, "step_ms": t.median_s * 1e3, "images_per_s": t.per_second(batch),
+                     "peak_memory_gib": peak / GiB if peak is not None else None,
+                     "saved_activations_gib": saved / GiB})
+        del model, opt
+        free_device_memory(ctx.device)
+    for r in rows:
+        r["speedup_vs_fp32"] = rows[0]["step_ms"] / r["step_ms"]
+    n = ctx.pick(128, 8192)
+    matmul = []
+    for label, dtype, use_tf32 in (("fp32", torch.float32, False), ("tf32", torch.float32, True),
+                                   ("bf16", torch.bfloat16, False), ("fp16", torch.float16, False)):
+        if dtype == torch.float16 and not ctx.cuda:
+            continue
+        a = torch.randn(n, n, device=ctx.device, dtype=dtype)
+        b = torch.randn(n, n, device=ctx.device, dtype=dtype)
+        with tf32(use_tf32):
+            t = time_fn(lambda: a @ b, device=ctx.device, warmup=2, repeats=ctx.pick(2, 10))
+        matmul.append({"format": label, "n": n, "tflop_per_s": 2 * n**3 / t.median_s / 1e12})
+    summary = [f"{name} {size} px batch {batch}: " + ", ".join(f"{r['precision']} x{r['speedup_vs_fp32']:.2f}"
+                                                              for r in rows) + " step speed vs fp32"]
+    summary.append(f"{n}x{n} matmul TFLOP/s: " + ", ".join(f"{m['format']} {m['tflop_per_s']:.1f}" for m in matmul))
+    return {"summary": summary, "rows": rows, "matmul": matmul, "model": name, "image_px": size, "batch": batch}
+
+
+# ----------------------------------------------------------------------------------------------------------- 13
+class _Checkpointed(nn.Module):
+    """Runs ``inner`` under non-reentrant activation checkpointing: its activations are recomputed in backward."""
+
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+
+        return checkpoint(self.inner, x, use_reentrant=False)
+
+
+@recorder("day13", 15, "ResNet50 at 224 px, batch 64, fp32: peak memory and step time with layer3 (conv4_x) or "
+                       "all four stages checkpointed")
+def record_day13(ctx: Context) -> dict:
+    size, batch = ctx.pick((32, 1), (224, 64))
+    x, y = _batch(batch, size, ctx.device)
+    rows = []
+    for label, stages in (("none", ()), ("layer3 (conv4_x)", ("layer3",)),
+                          ("layer1-4", ("layer1", "layer2", "layer3", "layer4"))):
+        free_device_memory(ctx.device)
+        before = torch.cuda.memory_allocated(ctx.device) if ctx.cuda else 0
+        torch.manual_seed(0)
+        model = resnet50(10, small_input=size < 96).to(ctx.device).train()
+        for stage in stages:
+            setattr(model, stage, _Checkpointed(getattr(model, stage)))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        train_step(model, x, y, opt)
+        _peak_reset(ctx.device)
+        t = time_fn(lambda: train_step(model, x, y, opt), device=ctx.device, warmup=ctx.pick(0, 1),
+                    repeats=ctx.pick(1, 8))
+        peak = _peak(ctx.device)
+        rows.append({"checkpointed": label, "step_ms": t.median_s * 1e3,
+                     "peak_memory_gib": (peak - before) / GiB if peak is not None else None})
+        del model, opt
+    base = rows[0]
+    for r in rows:
+        r["time_cost"] = r["step_ms"] / base["step_ms"] - 1
+        r["memory_saved"] = (1 - r["peak_memory_gib"] / base["peak_memory_gib"]) if ctx.cuda else None
+    summary = [f"{r['checkpointed']}: {r['time_cost']:+.1%} step time" + (f", {r['memory_saved']:+.1%} of the peak "
+               "saved" if r["memory_saved"] is not None else "") for r in rows[1:]]
+    free_device_memory(ctx.device)
+    return {"summary": summary, "rows": rows, "image_px": size, "batch": batch}
+
+
+# ----------------------------------------------------------------------------------------------------------- 22
+@recorder("day22", 15, "torch.profiler over two ResNet50 training steps (224 px, batch 64, bf16 autocast): "
+                       "key_averages and a trimmed Chrome trace")
+def record_day22(ctx: Context) -> dict:
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    name, size, batch = ctx.pick(("small_cnn", 16, 4), ("resnet50", 224, 64))
+    torch.manual_seed(0)
+    model = build_model(name, 10, image_size=size).to(ctx.device).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = _batch(batch, size, ctx.device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.cuda else [])
+    with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=2)) as prof:
+        for _ in range(4):
+            with record_function("train_step"):
+                train_step(model, x, y, opt, amp_dtype=torch.bfloat16)
+            prof.step()
+    synchronize(ctx.device)
+    key = "self_device_us" if ctx.cuda else "self_cpu_us"
+    ops = sorted(profile_records(prof.key_averages()), key=lambda r: -r[key])
+    top_ops = [{k: v for k, v in r.items() if k not in ("stack", "input_shapes")} for r in ops[:25]]
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(raw))
+        trace = json.loads(raw.read_text())
+    trace_file = ctx.out_dir / f"{ctx.slug}_trace.json.gz"
+    max_events = ctx.pick(500, 20_000)
+    while True:
+        data = gzip.compress(json.dumps(trim_chrome_trace(trace, max_events)).encode(), compresslevel=9)
+        if len(data) <= MAX_TRACE_BYTES or max_events <= 100:
+            break
+        max_events //= 2
+    trace_file.parent.mkdir(parents=True, exist_ok=True)
+    trace_file.write_bytes(data)
+    steps = trace_events(trace, prefixes=["ProfilerStep"])
+    step_ms = statistics.median(e["dur_us"] for e in steps) / 1e3 if steps else None
+    rows = [{"op": r["name"], "calls": r["calls"], "self_device_ms": r["self_device_us"] / 1e3,
+             "self_cpu_ms": r["self_cpu_us"] / 1e3} for r in top_ops[:10]]
+    summary = [f"{name} {size} px batch {batch} bf16: profiled step {step_ms or float('nan'):.1f} ms (host view); "
+               f"the 10 ops with most self {'device' if ctx.cuda else 'CPU'} time are below",
+               f"trace: {trace_file.name} ({len(data) / 2**20:.2f} MiB gzip, {max_events} longest events kept); open "
+               "it in https://ui.perfetto.dev"]
+    del model, opt
+    free_device_memory(ctx.device)
+    return {"summary": summary, "rows": rows, "top_ops": top_ops, "trace_file": trace_file.name,
+            "profiled_step_ms": step_ms, "model": name, "image_px": size, "batch": batch}
+
+
+# ----------------------------------------------------------------------------------------------------------- 24
+def _mlp(width: int, depth: int, device: torch.device) -> nn.Module:
+    torch.manual_seed(0)
+    blocks: list[nn.Module] = []
+    for _ in range(depth):
+        blocks += [nn.Linear(width, width), nn.GELU(), nn.LayerNorm(width)]
+    return nn.Sequential(*blocks, nn.Linear(width, 10)).to(device)
+
+
+def _graph_vs_eager_training(width: int, batch: int, device: torch.device, repeats: int) -> dict:
+    """A whole training step (forward, backward, Adam) captured in one CUDA Graph, against the same eager step."""
+    net = _mlp(width, 2, device)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3, capturable=True)
+    loss_fn = nn.CrossEntropyLoss()
+    static_x, static_y = torch.randn(batch, width, device=device), torch.randint(0, 10, (batch,), device=device)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):            # warm up outside the capture: lazy state is created here
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            loss_fn(net(static_x), static_y).backward()
+            opt.step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        loss_fn(net(static_x), static_y).backward()
+        opt.step()
+    xb, yb = torch.randn(batch, width, device=device), torch.randint(0, 10, (batch,), device=device)
+
+    def graphed() -> None:
+        static_x.copy_(xb)
+        static_y.copy_(yb)
+        graph.replay()
+
+    def eager() -> None:
+        opt.zero_grad(set_to_none=True)
+        loss_fn(net(xb), yb).backward()
+        opt.step()
+
+    t_graph = time_fn(graphed, device=device, warmup=5, repeats=repeats).median_s
+    t_eager = time_fn(eager, device=device, warmup=5, repeats=repeats).median_s
+    return {"width": width, "batch": batch, "eager_step_us": t_eager * 1e6, "graph_step_us": t_graph * 1e6,
+            "saved_share": 1 - t_graph / t_eager}
+
+
+@recorder("day24", 45, "MLP (8 x Linear-GELU-LayerNorm, width 1024, batch 1024) forward: eager vs torch.compile "
+                       "default and reduce-overhead; a whole training step in one CUDA Graph vs eager")
+def record_day24(ctx: Context) -> dict:
+    import torch._dynamo
+
+    width, depth, batch, repeats = ctx.pick((64, 2, 32, 5), (1024, 8, 1024, 50))
+    x = torch.randn(batch, width, device=ctx.device)
+    modes = ctx.pick(["default"], ["default", "reduce-overhead"])
+    rows = []
+    for mode in ["eager"] + modes:
+        torch._dynamo.reset()
+        model = _mlp(width, depth, ctx.device).eval()
+        if mode == "eager":
+            fn = model
+        elif ctx.tiny:   # the CPU dry run: Dynamo's capture without Inductor's minutes of C++ compilation
+            fn = torch.compile(model, backend="eager")
+        else:
+            fn = torch.compile(model, mode=mode)
+        with torch.no_grad():
+            synchronize(ctx.device)
+            start = time.perf_counter()
+            fn(x)
+            synchronize(ctx.device)
+            first = time.perf_counter() - start
+            t = time_fn(lambda: fn(x), device=ctx.device, warmup=3, repeats=repeats)
+        rows.append({"mode": mode, "first_call_s": first, "step_us": t.median_s * 1e6})
+    for r in rows:
+        r["speedup_vs_eager"] = rows[0]["step_us"] / r["step_us"]
+    graphs = []
+    if ctx.cuda:
+        graphs = [_graph_vs_eager_training(w, 64, ctx.device, repeats) for w in (64, 1024)]
+    summary = [f"forward of width {width}, depth {depth}, batch {batch}: " + ", ".join(
+        f"{r['mode']} {r['step_us']:.0f} us (first call {r['first_call_s']:.1f} s)" for r in rows)]
+    summary += [f"whole training step in a CUDA Graph, width {g['width']}: eager {g['eager_step_us']:.0f} us, graph "
+                f"{g['graph_step_us']:.0f} us: {g['saved_share']:.0%} of the step saved" for g in graphs]
+    if ctx.tiny:
+        summary.append("dry run: Dynamo with the eager backend; Inductor and CUDA Graphs need the GPU run")
+    torch._dynamo.reset()
+    return {"summary": summary, "rows": rows, "cuda_graph_training": graphs}
+
+
+# ----------------------------------------------------------------------------------------------------------- 27
+@recorder("day27", 10, "a leaking loop (losses kept with their graphs) vs a fixed one, memory_allocated per step, "
+                       "and a trimmed CUDA memory snapshot of three Adam steps")
+def record_day27(ctx: Context) -> dict:
+    size, batch = ctx.pick((16, 8), (64, 256))
+    x, y = _batch(batch, size, ctx.device)
+    rows = []
+    for label, leak in (("logged loss kept with its graph (leak)", True), ("logged with no_grad + .item()", False)):
+        torch.manual_seed(0)
+        model = small_cnn(10, width=32).to(ctx.device)
+        opt = torch.optim.Adam(model.parameters())
+        logged: list[Any] = []
+        for step in range(1, 6):
+            train_step(model, x, y, opt)
+            if leak:      # a loss computed for logging outside no_grad keeps its whole graph alive
+                logged.append(nn.functional.cross_entropy(model(x), y))
+            else:
+                with torch.no_grad():
+                    logged.append(nn.functional.cross_entropy(model(x), y).item())
+            synchronize(ctx.device)
+            if ctx.cuda:
+                rows.append({"loop": label, "step": step, "allocated_mib": torch.cuda.memory_allocated(ctx.device)
+                             / 2**20})
+        del model, opt, logged
+        free_device_memory(ctx.device)
+    payload: dict[str, Any] = {"rows": rows, "image_px": size, "batch": batch}
+    if not ctx.cuda:
+        payload["summary"] = ["memory_allocated and memory snapshots need CUDA: the dry run only runs the loops"]
+        return payload
+    leak = [r["allocated_mib"] for r in rows if r["loop"].endswith("(leak)")]
+    torch.cuda.memory._record_memory_history(max_entries=100_000)
+    try:
+        model = small_cnn(10, width=32).to(ctx.device)
+        opt = torch.optim.Adam(model.parameters())
+        for _ in range(3):
+            train_step(model, x, y, opt)
+        synchronize(ctx.device)
+        snapshot = torch.cuda.memory._snapshot()
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    entries = 5_000
+    while True:
+        data = pickle.dumps(trim_memory_snapshot(snapshot, max_trace_entries=entries, max_frames=6))
+        if len(data) <= MAX_SNAPSHOT_BYTES or entries <= 100:
+            break
+        entries //= 2
+    snap_file = ctx.out_dir / f"{ctx.slug}_memory_snapshot.pickle"
+    snap_file.parent.mkdir(parents=True, exist_ok=True)
+    snap_file.write_bytes(data)
+    totals = memory_snapshot_summary(snapshot)
+    payload["summary"] = [
+        f"leaking loop: memory_allocated grows {(leak[-1] - leak[0]) / 4:.1f} MiB per step; the fixed loop "
+        "stays flat (table below)",
+        f"snapshot of 3 Adam steps: {totals['segments']} segments, {totals['reserved_bytes'] / 2**20:.1f} MiB "
+        f"reserved, {totals['allocated_bytes'] / 2**20:.1f} MiB allocated; {snap_file.name} opens in "
+        "https://pytorch.org/memory_viz"]
+    payload |= {"snapshot_file": snap_file.name, "snapshot_totals": totals, "snapshot_trace_entries_kept": entries}
+    del model, opt
+    free_device_memory(ctx.device)
+    return payload
