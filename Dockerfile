@@ -1,15 +1,22 @@
 # GPU users: a container with the course, JupyterLab as the entrypoint.
-#   docker build -t gpu-bootcamp .
+#   docker build -t gpu-bootcamp .                            # the lock's CUDA 13.0 build: NVIDIA driver 580 or newer
+#   docker build --build-arg TORCH=cu126 -t gpu-bootcamp .    # CUDA 12 drivers (525-579) and GPUs older than Turing
+#   docker build --build-arg TORCH=cpu -t gpu-bootcamp .      # no NVIDIA GPU (also Intel Macs): about 4 GB smaller
 #   docker run --gpus all -p 8888:8888 gpu-bootcamp
 # `--gpus all` needs the NVIDIA Container Toolkit on the host (Day 01 explains why). The PyTorch wheel brings its own
-# CUDA runtime and cuDNN; the base image only adds the CUDA user-space that matches the host driver.
-FROM nvidia/cuda:13.0.1-runtime-ubuntu24.04
+# CUDA runtime and cuDNN, so the base is plain Ubuntu: the toolkit mounts the host's driver into the container, and no
+# CUDA base image ties the container to a minimum driver version.
+FROM ubuntu:24.04
 
+ARG TORCH=default
 ENV DEBIAN_FRONTEND=noninteractive \
     PIP_NO_CACHE_DIR=1 \
     PYTHONUNBUFFERED=1 \
     VIRTUAL_ENV=/opt/venv \
-    PATH=/opt/venv/bin:$PATH
+    PATH=/opt/venv/bin:$PATH \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    JUPYTER_CONFIG_PATH=/home/learner/course/.jupyter
 
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv python3-dev build-essential make git \
@@ -18,13 +25,21 @@ RUN apt-get update \
 
 WORKDIR /home/learner/course
 
-# Dependencies first (cached layer), from the same lock file as setup, CI and conda.
+# Dependencies first (a cached layer): the same lock file and the same build choice as `make setup`.
 COPY requirements-lock.txt pyproject.toml README.md ./
+COPY tools/torch_build.py ./tools/
 RUN python3 -m venv /opt/venv \
-    && /opt/venv/bin/python -m pip install -r requirements-lock.txt
+    && /opt/venv/bin/python tools/torch_build.py choose --torch "$TORCH" --venv /opt/venv \
+        --write /opt/venv/.torch-build \
+    && /opt/venv/bin/python tools/torch_build.py install --choice /opt/venv/.torch-build
 
 COPY utils ./utils
 RUN /opt/venv/bin/python -m pip install --no-deps --no-build-isolation -e .
+
+# The learner's lab settings (what `make lab` uses): open days/day01, no instructor panels, the course's timeout for
+# nbgrader's Validate button from any folder.
+COPY .jupyter ./.jupyter
+RUN mkdir -p /opt/venv/etc/jupyter && cp .jupyter/nbgrader_config.py /opt/venv/etc/jupyter/nbgrader_config.py
 
 COPY nbgrader_config.py Makefile ./
 COPY days ./days
@@ -34,5 +49,5 @@ RUN chown -R learner:learner /home/learner/course
 
 USER learner
 EXPOSE 8888
-ENTRYPOINT ["jupyter", "lab", "--ip=0.0.0.0", "--port=8888", "--no-browser", "--ServerApp.root_dir=/home/learner/course", \
-            "--ServerApp.default_url=/lab/tree/days/day01"]
+ENTRYPOINT ["jupyter", "lab", "--ip=0.0.0.0", "--port=8888", "--no-browser", \
+            "--ServerApp.root_dir=/home/learner/course"]

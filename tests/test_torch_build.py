@@ -112,6 +112,8 @@ def test_reasons_name_the_driver_and_what_to_do():
     assert "6.1" in pascal.reason
     too_old = tb.detect_build(gpu("470.256.02", (11, 4), (8, 6)), CU130, ci=False, reachable=never_called)
     assert "525" in too_old.reason and "TORCH=auto" in too_old.reason
+    blackwell = tb.detect_build(gpu("570.86.10", (12, 8), (12, 0)), CU130, ci=False, reachable=never_called)
+    assert "12.0" in blackwell.reason and "580+" in blackwell.reason
 
 
 def test_no_gpu_gets_the_cpu_build_when_pytorchs_index_answers():
@@ -263,7 +265,8 @@ def test_stack_closure_follows_extras_and_markers():
     graph = {"torch": ['cuda-toolkit[cublas]==13.0.3; platform_system == "Linux"', "nvidia-nccl-cu13==2.30.7",
                        'triton==3.8.0; python_version < "3.0"', "sympy>=1.13"],
              "torchvision": ["torch==2.14.1", "numpy"],
-             "cuda-toolkit": ['nvidia-cublas==13.1.1.3; extra == "cublas"', 'nvidia-cufft==12.0.0.61; extra == "cufft"']}
+             "cuda-toolkit": ['nvidia-cublas==13.1.1.3; extra == "cublas"',
+                              'nvidia-cufft==12.0.0.61; extra == "cufft"']}
     needed = tb.torch_stack_closure(fake_requires(graph))
     assert needed == {"torch", "torchvision", "cuda-toolkit", "nvidia-cublas", "nvidia-nccl-cu13"}
 
@@ -293,6 +296,11 @@ def test_tensorrt_extra_matches_the_locked_torch():
 
 
 # ---------------------------------------------------------------- Python version and the command line
+def test_the_tool_parses_on_old_pythons_so_it_can_tell_them_to_upgrade():
+    import ast
+    ast.parse((ROOT / "tools" / "torch_build.py").read_text(), feature_version=(3, 8))
+
+
 def test_python_check_follows_pyproject():
     minimum = tb.requires_python(tb.PYPROJECT.read_text())
     tb.check_python(sys.version_info, minimum)

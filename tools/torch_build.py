@@ -3,7 +3,7 @@
 
 The lock file pins PyPI's torch wheel, a CUDA 13.0 build: it needs an NVIDIA driver from the 580 series or newer,
 and on an older driver it imports fine but ``torch.cuda.is_available()`` is False. On a machine without an NVIDIA
-GPU its CUDA libraries (about 3 GB) are dead weight. ``make setup`` therefore asks ``nvidia-smi`` what the driver
+GPU its CUDA libraries (about 4 GB) are dead weight. ``make setup`` therefore asks ``nvidia-smi`` what the driver
 supports and installs the build that works, from PyTorch's own wheel index, with everything else from the lock.
 
     python tools/torch_build.py choose --torch BUILD [--tensorrt 0|1] --venv .venv --write .venv/.torch-build
@@ -11,8 +11,9 @@ supports and installs the build that works, from PyTorch's own wheel index, with
 
 BUILD is empty (keep the installed build if it works here, otherwise detect), ``auto`` (detect), ``default`` (the
 lock as it is), ``cu126``, ``cu130`` (the same build as ``default``), ``cu132`` or ``cpu``. TENSORRT is 1 (add
-TensorRT: an NVIDIA GPU and the lock's CUDA 13.0 build only), 0 (remove it) or empty (keep it while the build fits). Standard library only,
-and Python 3.8 syntax: ``choose`` runs first, with whatever ``python3`` the learner has, to check its version.
+TensorRT: an NVIDIA GPU and the lock's CUDA 13.0 build only), 0 (remove it) or empty (keep it while the build
+fits). ``choose`` runs first, with whatever ``python3`` the learner has, to check its version: this file parses on
+Python 3.8 and ``choose`` needs only the standard library.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ BUILD_ARCHS = {"cu126": {"x86_64": ("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9
 # Oldest Linux driver per CUDA major version, with minor version compatibility (NVIDIA's CUDA compatibility guide).
 MIN_DRIVER = {12: 525, 13: 580}
 CHOICES = ("", "auto", "default", "cu126", "cu130", "cu132", "cpu")
-CPU_SAVING = "about 3 GB of CUDA libraries"
+CPU_SAVING = "about 4 GB of CUDA libraries"
 
 
 class SetupError(Exception):
@@ -226,8 +227,11 @@ def detect_build(machine: Machine, default_cuda: Optional[tuple], *, ci: bool,
                "CUDA 13 builds" if BUILD_CUDA[best][0] < 13 and machine.driver_cuda[0] >= 13
                else f"the lock's CUDA 13 build needs driver {MIN_DRIVER[13]}+")
         return Choice(best, f"{gpu}: {why}, so the CUDA {'.'.join(map(str, BUILD_CUDA[best]))} build")
-    return Choice("cpu", f"{gpu}: no PyTorch 2.14 CUDA build has kernels for GPU compute capability "
-                         f"{', '.join(f'{c[0]}.{c[1]}' for c in caps)} with this driver; a newer driver may help")
+    cu13_fits = all(runs_on("cu130", cap, machine.arch) for cap in caps)
+    hint = (f"driver {MIN_DRIVER[13]}+ runs the CUDA 13 build, which has them: update it, then "
+            "`make setup TORCH=auto`" if cu13_fits and machine.driver_cuda[0] < 13 else "CPU-only")
+    return Choice("cpu", f"{gpu}: no PyTorch 2.14 CUDA build this driver can run has kernels for GPU compute "
+                         f"capability {', '.join(f'{c[0]}.{c[1]}' for c in caps)}; {hint}")
 
 
 def works_here(build: str, machine: Machine, default_cuda: Optional[tuple]) -> bool:
