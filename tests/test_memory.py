@@ -54,7 +54,20 @@ def test_saved_tensors_deduplicated_and_parameters_excluded():
     assert log.bytes == 320 + 640
     assert log.raw_bytes > log.bytes, "the shared ReLU output was seen twice"
     out.sum().backward()                      # the hooks pass tensors through unchanged
-    assert m[0].weight.grad is not None
+    want = torch.autograd.grad(m(x).sum(), m[0].weight)[0]
+    assert torch.equal(m[0].weight.grad, want)
+
+
+def test_alive_bytes_finds_a_kept_graph():
+    m = _mlp()
+    x = torch.randn(8, 10)
+    with SavedTensorLog(exclude=[*m.parameters(), x]) as log:
+        kept = m(x).sum()                     # a loss kept with its graph: the ReLU output stays saved
+        m(x).sum().item()                     # a value read and dropped: its graph and saved tensors go
+    assert log.bytes == 2 * 640
+    assert log.alive_bytes() == 640, "a forward without backward must not leak what it saved"
+    del kept
+    assert log.alive_bytes() == 0
 
 
 def test_saved_activation_prediction_within_10_percent():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import weakref
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable, Sequence
 
@@ -109,31 +110,47 @@ class SavedTensorLog:
 
     ``with SavedTensorLog(exclude=model.parameters()) as log: loss = model(x).sum()`` then ``log.bytes`` (unique
     storages, bytes), ``log.raw_bytes`` (without de-duplication) and ``log.count``. The tensors themselves are
-    passed through unchanged, so ``backward`` still works afterwards.
+    passed on unchanged (as detached aliases of the same storage), so ``backward`` still works afterwards, and a
+    forward without backward frees what it saved as soon as its output is dropped. The log keeps only weak
+    references: :meth:`alive_bytes` adds up the saved tensors the graph still holds, which finds leaks (a loss kept
+    with its graph keeps every tensor its forward saved).
     """
 
     def __init__(self, exclude: Iterable[torch.Tensor] = ()):
         self._exclude = {k[0] for k in (_storage_key(t) for t in exclude) if k is not None}
         self._storages: dict[int, int] = {}
+        self._refs: list[weakref.ref] = []
         self.raw_bytes = 0
         self.count = 0
         self._hooks = None
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        # Hand autograd a detached alias (same storage, no copy), never ``t`` itself: a saved *output* would then
+        # hold its own grad_fn, a reference cycle the garbage collector cannot see, and a forward without backward
+        # would leak everything it saved (the warning in ``torch.autograd.graph.saved_tensors_hooks``).
+        saved = t.detach()
         key = _storage_key(t)
         if key is not None and key[0] not in self._exclude:
             ptr, nbytes = key
             self.count += 1
             self.raw_bytes += t.numel() * t.element_size()
             self._storages[ptr] = max(self._storages.get(ptr, 0), nbytes)
-        return t
+            self._refs.append(weakref.ref(saved))
+        return saved
 
     @property
     def bytes(self) -> int:
         return sum(self._storages.values())
 
+    def alive_bytes(self, collect: bool = False) -> int:
+        """Bytes (unique storages) of the saved tensors some autograd graph still holds now; ``collect`` runs the
+        garbage collector first, so that graphs only kept by unreachable objects are not counted."""
+        if collect:
+            gc.collect()
+        return unique_storage_bytes(t for t in (r() for r in self._refs) if t is not None)
+
     def __enter__(self) -> "SavedTensorLog":
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda saved: saved)
         self._hooks.__enter__()
         return self
 
