@@ -184,6 +184,16 @@ def runs_on(build: str, cap: tuple, arch: str) -> bool:
                for a in BUILD_ARCHS[build].get(arch, ()))
 
 
+def fits(tag: str, machine: Machine) -> bool:
+    """Can this driver run build ``tag`` (same CUDA major or newer), and does it have kernels for every GPU?"""
+    return (machine.driver_cuda is not None and BUILD_CUDA[tag][0] <= machine.driver_cuda[0]
+            and all(runs_on(tag, cap, machine.arch) for cap in machine.compute_caps))
+
+
+def _caps(machine: Machine) -> str:
+    return ", ".join(f"{c[0]}.{c[1]}" for c in machine.compute_caps)
+
+
 def index_reachable(timeout_s: float = 5.0) -> bool:
     try:
         urllib.request.urlopen(urllib.request.Request(INDEX + "cpu/", method="HEAD"), timeout=timeout_s)
@@ -214,24 +224,21 @@ def detect_build(machine: Machine, default_cuda: Optional[tuple], *, ci: bool,
     if machine.driver_cuda is None or machine.driver_cuda[0] < min(MIN_DRIVER):
         return Choice("cpu", f"{gpu} is too old for any PyTorch 2.14 CUDA build (they need driver "
                              f"{MIN_DRIVER[12]}+): CPU-only until the driver is updated, then `make setup TORCH=auto`")
-    caps = machine.compute_caps
-    usable = [b for b in ("cu130", "cu132", "cu126")      # the lock's build first, then the newest
-              if BUILD_CUDA[b][0] <= machine.driver_cuda[0]
-              and all(runs_on(b, cap, machine.arch) for cap in caps)]
+    usable = [b for b in ("cu130", "cu132", "cu126") if fits(b, machine)]   # CUDA 13.0 (the lock's), 13.2, 12.6
     default_tag = f"cu{default_cuda[0]}{default_cuda[1]}" if default_cuda else None
     if default_tag in usable:
         return Choice("default", f"{gpu} runs the lock's CUDA {default_cuda[0]}.{default_cuda[1]} build")
     if usable:
         best = usable[0]
-        why = (f"GPU compute capability {', '.join(f'{c[0]}.{c[1]}' for c in caps)} has no kernels in the "
-               "CUDA 13 builds" if BUILD_CUDA[best][0] < 13 and machine.driver_cuda[0] >= 13
+        why = (f"GPU compute capability {_caps(machine)} has no kernels in the CUDA 13 builds"
+               if BUILD_CUDA[best][0] < 13 <= machine.driver_cuda[0]
                else f"the lock's CUDA 13 build needs driver {MIN_DRIVER[13]}+")
         return Choice(best, f"{gpu}: {why}, so the CUDA {'.'.join(map(str, BUILD_CUDA[best]))} build")
-    cu13_fits = all(runs_on("cu130", cap, machine.arch) for cap in caps)
+    cu13_fits = all(runs_on("cu130", cap, machine.arch) for cap in machine.compute_caps)
     hint = (f"driver {MIN_DRIVER[13]}+ runs the CUDA 13 build, which has them: update it, then "
             "`make setup TORCH=auto`" if cu13_fits and machine.driver_cuda[0] < 13 else "CPU-only")
     return Choice("cpu", f"{gpu}: no PyTorch 2.14 CUDA build this driver can run has kernels for GPU compute "
-                         f"capability {', '.join(f'{c[0]}.{c[1]}' for c in caps)}; {hint}")
+                         f"capability {_caps(machine)}; {hint}")
 
 
 def works_here(build: str, machine: Machine, default_cuda: Optional[tuple]) -> bool:
@@ -239,10 +246,7 @@ def works_here(build: str, machine: Machine, default_cuda: Optional[tuple]) -> b
     if not machine.has_nvidia_gpu or build == "cpu":
         return True
     tag = f"cu{default_cuda[0]}{default_cuda[1]}" if build == "default" and default_cuda else build
-    if tag not in BUILD_CUDA or machine.driver_cuda is None:
-        return False
-    return (BUILD_CUDA[tag][0] <= machine.driver_cuda[0]
-            and all(runs_on(tag, cap, machine.arch) for cap in machine.compute_caps))
+    return tag in BUILD_CUDA and fits(tag, machine)
 
 
 def choose(request: str, machine: Machine, *, tensorrt: Optional[bool], installed: Optional[str],
