@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from utils.stability import NonFiniteError, check_finite, nonfinite_parameters
+from utils.stability import NonFiniteError, check_finite, nonfinite_buffers, nonfinite_parameters
 
 
 def test_finite_loss_passes_and_returns_its_value():
@@ -56,3 +56,36 @@ def test_parameters_without_gradients_are_skipped():
     model = nn.Linear(2, 2)
     assert model.weight.grad is None
     assert nonfinite_parameters(model) == []
+
+
+def _bn_model() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(4 * 5 * 5, 2))
+
+
+def test_a_nan_input_in_train_mode_poisons_batchnorm_buffers_and_the_guard_names_them():
+    torch.manual_seed(0)
+    model = _bn_model().train()
+    x = torch.randn(3, 3, 5, 5)
+    x[0, 0, 0, 0] = float("nan")
+    loss = nn.functional.cross_entropy(model(x), torch.tensor([0, 1, 0]))
+    assert nonfinite_parameters(model, grads=False) == [], "no optimizer step yet: the parameters are finite"
+    assert nonfinite_buffers(model) == ["1.running_mean", "1.running_var"]
+    with pytest.raises(NonFiniteError, match=r"non-finite buffers: 1\.running_mean, 1\.running_var") as info:
+        check_finite(loss, step=4, model=model)
+    assert info.value.bad_buffers == ["1.running_mean", "1.running_var"]
+    assert "restore the last good checkpoint" in str(info.value)
+
+
+def test_eval_mode_leaves_buffers_finite_and_integer_buffers_are_skipped():
+    model = _bn_model().eval()
+    x = torch.randn(2, 3, 5, 5)
+    x[1, 2, 3, 4] = float("inf")
+    model(x)
+    assert nonfinite_buffers(model) == [], "eval mode reads the running statistics, it does not update them"
+    model.train()
+    model(torch.randn(2, 3, 5, 5))
+    assert model[1].num_batches_tracked.item() == 1 and nonfinite_buffers(model) == []
+    with torch.no_grad():
+        model[1].running_var[2] = float("inf")
+    assert nonfinite_buffers(model) == ["1.running_var"]
