@@ -266,7 +266,8 @@ def worker_recorders(days: list[str], bundle: Path, status_file: Path, device_na
             torch.manual_seed(0)
             payload = rec.fn(Context(device, tiny, out_dir, slug, rec.budget_s))
             command = f"python tools/gpu_check.py --only {day}" + (" --dry-run" if tiny else "")
-            write_recorded(out_dir / f"{slug}.json", {"day": day, "what": rec.what, "tiny": tiny, **payload},
+            what = f"dry run at toy sizes of: {rec.what}" if tiny else rec.what
+            write_recorded(out_dir / f"{slug}.json", {"day": day, "what": what, "tiny": tiny, **payload},
                            provenance(device, command))
             status, error = "pass", None
         except Exception as e:  # one recorder's failure must not stop the others

@@ -254,6 +254,8 @@ def recorded_report(day: str, root: str | Path | None = None) -> str:
     for rec in records:
         parts.append(f"Recorded (not measured in this run) on {rec['hardware']}\n  {rec['software']}\n"
                      f"  {rec['date']} | {rec['source']} | {rec['file']}")
+        if rec.get("what"):
+            parts.append(f"  {rec['what']}")
         parts += [f"  {line}" for line in rec.get("summary", [])]
         if rec.get("rows"):
             parts.append(format_rows(rec["rows"]))
