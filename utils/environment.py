@@ -139,7 +139,8 @@ def environment_report() -> EnvironmentReport:
             gpus.append(GPUInfo(i, p.name, int(p.total_memory), (p.major, p.minor), p.multi_processor_count))
     mps = mps_available()
     if cuda:
-        bf16 = torch.cuda.is_bf16_supported()
+        # Not torch.cuda.is_bf16_supported(): it also says yes where bf16 is only emulated (a T4, sm_75).
+        bf16 = any(g.supports_bf16 for g in gpus)
     else:
         bf16 = True  # CPU autocast supports bf16 everywhere (fast only with AVX512-BF16/AMX)
     return EnvironmentReport(

@@ -26,7 +26,7 @@ from .device import synchronize
 from .precision import autocast_context, make_grad_scaler, resolve_amp
 from .step import LossFn, optimizer_step, train_step
 
-__all__ = ["EpochStats", "History", "evaluate", "fit", "make_grad_scaler", "resolve_amp", "train_one_epoch"]
+__all__ = ["EpochStats", "History", "evaluate", "fit", "train_one_epoch"]
 
 
 def _to(batch: Any, device: torch.device, non_blocking: bool) -> Any:
