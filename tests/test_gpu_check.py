@@ -135,3 +135,12 @@ def test_dry_run_writes_a_bundle_every_loader_accepts(tmp_path):
     kit_rows = {r["part"]: r["status"] for r in load_recorded_file(repo / "results/gpu_check/kit.json")["rows"]}
     assert set(kit_rows.values()) == {"pass"} and len(kit_rows) == len(RECORDERS) + 3
     assert before == {p: p.read_bytes() for p in before}, "the dry run wrote into the repository's notebooks"
+
+    # A fresh machine resumes from the bundle: nothing failed, so nothing runs, and every recording is kept.
+    again = tmp_path / "again.tar.gz"
+    proc = subprocess.run([sys.executable, str(KIT), "--dry-run", "--resume", str(bundle), "--only", "failed",
+                           "--work", str(tmp_path / "work2"), "--bundle", str(again)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with tarfile.open(again) as tar:
+        assert expected <= set(tar.getnames())

@@ -5,6 +5,7 @@ show when they cannot measure live. See results/README.md for the whole flow.
     python tools/gpu_check.py --wheels build/gpu_wheels    # on the GPU machine: install what is missing, run all
     python tools/gpu_check.py --only failed                 # rerun only what failed or timed out last time
     python tools/gpu_check.py --only day09,gpu_reference    # rerun some parts (names: --list)
+    python tools/gpu_check.py --resume old_bundle.tar.gz --only failed   # the same, on a fresh machine
     python tools/gpu_check.py --dry-run                     # on a CPU: every part at toy size, bundle in a temp dir
     python tools/gpu_check.py --download-wheels build/gpu_wheels   # here, with PyPI: fetch the wheels it needs
     python tools/gpu_check.py --unpack gpu_check_bundle.tar.gz     # here: put the recordings into the checkout
@@ -335,6 +336,8 @@ def run_kit(args: argparse.Namespace) -> int:
                                               else REPO / "build" / "gpu_check")
     bundle = work / "bundle"
     (work / "logs").mkdir(parents=True, exist_ok=True)
+    if args.resume:   # a fresh machine: start from the last bundle, so --only failed knows what failed
+        unpack_bundle(args.resume, bundle)
     kit_file = bundle / "results" / "gpu_check" / "kit.json"
     previous = {p["part"]: p for p in load_recorded_file(kit_file)["rows"]} if kit_file.exists() else {}
     parts = select_parts(args.only, previous)
@@ -426,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-budget", type=float, default=TOTAL_BUDGET_S, help="seconds for the whole kit")
     ap.add_argument("--work", help="work folder (default build/gpu_check; a temp folder with --dry-run)")
     ap.add_argument("--bundle", help="where to write the bundle (default <work>/gpu_check_bundle.tar.gz)")
+    ap.add_argument("--resume", type=Path, metavar="BUNDLE",
+                    help="start from an earlier bundle (with --only failed on a fresh machine)")
     ap.add_argument("--dry-run", action="store_true", help="on the CPU: one notebook, every recorder at toy size")
     ap.add_argument("--wheels", type=Path, help="install missing packages offline from this wheel folder first")
     ap.add_argument("--download-wheels", type=Path, metavar="DIR", help="download the kit's wheels into DIR")
