@@ -144,3 +144,27 @@ def test_dry_run_writes_a_bundle_every_loader_accepts(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with tarfile.open(again) as tar:
         assert expected <= set(tar.getnames())
+
+
+def test_gpu_slug_names_the_gpu_model(monkeypatch):
+    import torch
+
+    from gpu_check.recorders import gpu_slug
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    assert gpu_slug(torch.device("cuda", 0)) == "nvidia_h200"
+    assert gpu_slug(torch.device("cpu")) == "cpu"
+
+
+def test_loop_overhead_runs_resnet50_bf16_only_where_its_cli_offers_it(monkeypatch):
+    class Help:
+        def __init__(self, text):
+            self.stdout = text
+
+    monkeypatch.setattr(kit.subprocess, "run", lambda *a, **k: Help("--device --smoke --repeats --out"))
+    args, note = kit.loop_overhead_args("cuda", tiny=False)
+    assert args == [] and "no --model/--image-size/--amp" in note
+    monkeypatch.setattr(kit.subprocess, "run", lambda *a, **k: Help("--model --image-size --amp --out"))
+    assert kit.loop_overhead_args("cuda", tiny=False) == (
+        ["--model", "resnet50", "--image-size", "224", "--amp", "bf16"], None)
+    assert kit.loop_overhead_args("cpu", tiny=True) == (["--smoke"], None)
