@@ -105,7 +105,7 @@ def test_loader_rejects_nested_provenance_and_bad_dates(tmp_path):
 
 
 def test_every_committed_recording_loads():
-    files = sorted((ROOT / "benchmarks" / "results").glob("*.json")) + sorted((ROOT / "results").glob("day*/*.json"))
+    files = sorted((ROOT / "benchmarks" / "results").glob("*.json")) + sorted((ROOT / "results").glob("*/*.json"))
     assert files, "benchmarks/results holds the CPU recordings"
     for path in files:
         assert load_recorded_file(path)["hardware"]
