@@ -1,0 +1,33 @@
+"""Day 22 · The PyTorch profiler: plausible wrong answers the hidden tests must catch."""
+from grader_mutants import Mutant
+
+MUTANTS = [
+    Mutant(cell="day22_op_calls_per_step",
+           find="schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1)",
+           replace="schedule=None",
+           why="profiled every call: the one-off work of the first calls is counted",
+           caught_by="day22_op_calls_per_step_tests"),
+    Mutant(cell="day22_op_calls_per_step",
+           find="repeat=1", replace="repeat=0",
+           why="left the schedule repeating: with wait=0 the next cycle replaces the counts with an empty one",
+           caught_by="day22_op_calls_per_step_tests"),
+    Mutant(cell="day22_op_calls_per_step",
+           find='r["calls"] / active', replace='r["calls"] / (wait + warmup + active)',
+           why="divided by every call made instead of the recorded (active) steps",
+           caught_by="day22_op_calls_per_step_tests"),
+    Mutant(cell="day22_op_calls_per_step",
+           find="        for _ in range(wait + warmup + active):",
+           replace="        for _ in range(active):",
+           why="called the step only `active` times: the schedule never reaches the active steps",
+           caught_by="day22_op_calls_per_step_tests"),
+    Mutant(cell="day22_data_wait_share",
+           find='and end <= s["start_us"] + s["dur_us"] for s in steps',
+           replace="for s in steps",
+           why="counted a data range that starts inside a step but sticks out of it",
+           caught_by="day22_data_wait_share_tests"),
+    Mutant(cell="day22_data_wait_share",
+           find='if e["name"] != data_name:',
+           replace='if not e["name"].startswith(data_name):',
+           why="matched range names by prefix, so 'data_aug' counts as data",
+           caught_by="day22_data_wait_share_tests"),
+]
