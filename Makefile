@@ -16,6 +16,8 @@ PYTEST_WORKERS ?= 2
 
 # One day instead of all: `make days DAY=07`, `make test DAY=07` (DAY=07 and DAY=day07 both work).
 DAY_ID := $(if $(DAY),day$(patsubst day%,%,$(DAY)))
+# The test files whose ids name their day: `make test DAY=NN` runs their tests for that day (pytest -k dayNN).
+DAY_TESTS := tests/test_notebooks.py tests/test_grading.py
 CHECK_DAY = @test -d solutions/$(DAY_ID) || { echo "no solutions/$(DAY_ID): DAY is a two-digit day, e.g. DAY=07"; exit 2; }
 
 setup: $(STAMP)
@@ -55,7 +57,7 @@ lab: setup
 test: setup
 	$(if $(DAY_ID),$(CHECK_DAY))
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 900 \
-		$(if $(DAY_ID),-k "$(DAY_ID)" tests/test_notebooks.py tests/test_grading.py)
+		$(if $(DAY_ID),-k "$(DAY_ID)" $(DAY_TESTS))
 
 ## Unit tests only: no notebook, nbgrader, benchmark, subprocess or multi-process test (see the markers in
 ## pyproject.toml), for quick iteration on utils.
