@@ -1,6 +1,7 @@
 """Every solution notebook runs top to bottom at smoke size under papermill, into a temp folder.
 
-The repository's notebooks are never written to. A failure names the notebook and the cell.
+The repository's notebooks are never written to. A failure names the notebook and the cell. Test ids start with the
+day (`day07/day07_week1_review.ipynb`), so `make test DAY=07` selects one day's run with `pytest -k day07`.
 """
 from __future__ import annotations
 
