@@ -8,6 +8,7 @@ Host syncs per step (Tensor.item/.cpu/.tolist/__bool__/__float__, cuda.synchroni
 
     python benchmarks/loop_overhead.py                      # small CNN and ResNet50 at 32 px
     python benchmarks/loop_overhead.py --smoke              # seconds, for the test suite
+    python benchmarks/loop_overhead.py --model resnet50 --image-size 224 --amp bf16   # the GPU target (<= 1.02)
 """
 from __future__ import annotations
 
@@ -25,21 +26,29 @@ from common import provenance, write_result
 from utils import step as course_step
 from utils import training as course
 from utils.device import pick_device, synchronize
+from utils.precision import autocast_context, make_grad_scaler, resolve_amp
 from utils.models import build_model
 
 SYNC_METHODS = ("item", "cpu", "tolist", "__bool__", "__float__", "__int__")
 BARE_FILE = __file__
 
 
-def bare_train_one_epoch(model: nn.Module, loader, optimizer, device: torch.device, loss_fn) -> None:
+def bare_train_one_epoch(model: nn.Module, loader, optimizer, device: torch.device, loss_fn,
+                         amp_dtype: torch.dtype | None = None, scaler: torch.amp.GradScaler | None = None) -> None:
     """What a careful engineer writes by hand: no metrics, no logging, no syncs."""
     model.train()
     for images, targets in loader:
         images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
-        loss = loss_fn(model(images), targets)
+        with autocast_context(device.type, amp_dtype):
+            loss = loss_fn(model(images), targets)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        if scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
 
 
 @contextmanager
@@ -68,7 +77,7 @@ def count_host_syncs(files: tuple[str, ...]):
 
 
 def measure(model_name: str, image_size: int, batch_size: int, steps: int, repeats: int, device: torch.device,
-            log_every: int) -> dict:
+            log_every: int, amp: str = "off") -> dict:
     torch.manual_seed(0)
     n = batch_size * steps
     data = TensorDataset(torch.randn(n, 3, image_size, image_size), torch.randint(0, 10, (n,)))
@@ -79,15 +88,17 @@ def measure(model_name: str, image_size: int, batch_size: int, steps: int, repea
     # its ratio to the first is this machine's noise floor in this run.
     model = build_model(model_name, 10, image_size=image_size).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    amp_dtype = resolve_amp(amp, device)
+    scaler = make_grad_scaler(amp_dtype, device)  # fp16 only; one scaler object for both loops, like the model
 
     def run(kind: str) -> float:
         synchronize(device)
         start = time.perf_counter()
         if kind == "course":
             course.train_one_epoch(model, loader, optimizer, device, loss_fn=loss_fn, log_every=log_every,
-                                   progress=False)
+                                   progress=False, amp=amp, scaler=scaler)
         else:
-            bare_train_one_epoch(model, loader, optimizer, device, loss_fn)
+            bare_train_one_epoch(model, loader, optimizer, device, loss_fn, amp_dtype, scaler)
         synchronize(device)
         return (time.perf_counter() - start) / steps
 
@@ -105,6 +116,7 @@ def measure(model_name: str, image_size: int, batch_size: int, steps: int, repea
         syncs[kind] = c["n"]
     med = {k: statistics.median(v) for k, v in times.items()}
     return {"model": model_name, "image_size": image_size, "batch_size": batch_size, "steps": steps,
+            "amp": str(amp_dtype).replace("torch.", "") if amp_dtype else "off",
             "repeats": repeats, "log_every": log_every, "median_step_s": med, "step_times_s": times,
             "ratio_course_over_bare": med["course"] / med["bare"],
             "noise_floor_bare_control_over_bare": med["bare_control"] / med["bare"], "host_syncs_per_epoch": syncs,
@@ -118,17 +130,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), for the test suite")
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--out", default=None, help="folder for the JSON result (default: print only)")
+    ap.add_argument("--model", default=None, help="one configuration: small_cnn or resnet50 (default: both, 32 px)")
+    ap.add_argument("--image-size", type=int, default=None, help="pixels per side with --model (default 32)")
+    ap.add_argument("--batch-size", type=int, default=None, help="with --model (default 64 on CUDA, else 32)")
+    ap.add_argument("--steps", type=int, default=None, help="steps per timed epoch with --model (default 20)")
+    ap.add_argument("--amp", default="off", help="off, bf16, fp16 or auto (resolve_amp): the same for both loops")
     args = ap.parse_args(argv)
     device = pick_device(args.device)
     if args.smoke:
-        configs = [("small_cnn", 16, 16, 6, 2, 3)]
+        configs = [(args.model or "small_cnn", args.image_size or 16, args.batch_size or 16, 6, 2, 3)]
+    elif args.model:
+        steps = args.steps or 20
+        configs = [(args.model, args.image_size or 32, args.batch_size or (64 if device.type == "cuda" else 32),
+                    steps, args.repeats or 5, max(1, steps // 2))]
     else:
         configs = [("small_cnn", 32, 64, 40, args.repeats or 9, 20), ("resnet50", 32, 32, 6, args.repeats or 5, 3)]
     results = []
     for model, size, bs, steps, repeats, log_every in configs:
-        res = measure(model, size, bs, steps, args.repeats or repeats, device, log_every)
+        res = measure(model, size, bs, steps, args.repeats or repeats, device, log_every, args.amp)
         results.append(res)
-        print(f"{model:<10} {size:>3}px bs={bs:<3} median step: course {res['median_step_s']['course'] * 1e3:8.2f} ms"
+        print(f"{model:<10} {size:>3}px bs={bs:<3} amp={res['amp']:<8} median step: course {res['median_step_s']['course'] * 1e3:8.2f} ms"
               f" | bare {res['median_step_s']['bare'] * 1e3:8.2f} ms | ratio course/bare "
               f"{res['ratio_course_over_bare']:.3f} (control bare/bare {res['noise_floor_bare_control_over_bare']:.3f}) | host syncs per epoch of {steps} steps: course "
               f"{res['host_syncs_per_epoch']['course']} ({res['log_intervals_per_epoch']} log intervals + 2 at the "
