@@ -46,3 +46,35 @@ def scores(course: Path, day: str, students: list[str]) -> dict[str, tuple[float
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         return {s: (gb.find_submission(day, s).score, gb.find_submission(day, s).max_score) for s in students}
+
+
+def cell_scores(course: Path, day: str, students: list[str]) -> dict[str, dict[str, tuple[float, float]]]:
+    """``{student: {grade_id: (score, max_score)}}`` for every graded cell of ``day`` in the course's gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {s: {g.name: (g.score, g.max_score) for nb in gb.find_submission(day, s).notebooks for g in nb.grades}
+                for s in students}
+
+
+def mutate_notebook(src: Path, dest: Path, changes: list[tuple[str, str, str, str]]) -> Path:
+    """Write ``src`` to ``dest`` with each ``(grade_id, find, replace, label)`` applied to the cell ``grade_id``.
+
+    ``find`` must occur exactly once in that cell's source; otherwise the change no longer says what it meant (the
+    cell was edited since) and this raises AssertionError naming the notebook, the cell and ``label``.
+    """
+    import json
+
+    nb = json.loads(src.read_text(encoding="utf-8"))
+    cells = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id"): c for c in nb["cells"]}
+    for grade_id, find, replace, label in changes:
+        cell = cells.get(grade_id)
+        assert cell is not None, f"{src.name}: no cell with grade_id {grade_id!r} for {label}"
+        source = "".join(cell["source"])
+        found = source.count(find)
+        assert found == 1, (f"{src.name}, cell {grade_id}: the text to change occurs {found} times, not once, for "
+                            f"{label}; the solution was edited: update that entry. Text: {find!r}")
+        cell["source"] = source.replace(find, replace).splitlines(keepends=True)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return dest

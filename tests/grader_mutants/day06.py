@@ -1,0 +1,48 @@
+"""Day 06: plausible wrong answers to train_one_epoch and evaluate.
+
+Known hole, not listed until the hidden test is fixed (the tests run on "cpu", where a missing .to(device) changes
+nothing; a fake device, e.g. a patched Tensor.to or a model that records its inputs' device, would catch it):
+    Mutant(cell="day06_train_one_epoch",
+           find="images, targets = images.to(device), targets.to(device)", replace="pass",
+           why="forgot to move the batch to the device", caught_by="day06_train_one_epoch_tests")
+"""
+from grader_mutants import Mutant
+
+MUTANTS = [
+    Mutant(cell="day06_train_one_epoch",
+           find="        optimizer.zero_grad(set_to_none=True)\n", replace="",
+           why="no zero_grad: gradients accumulate over the batches (and start from stale ones)",
+           caught_by="day06_train_one_epoch_tests"),
+    Mutant(cell="day06_train_one_epoch",
+           find="    model.train()\n", replace="",
+           why="no model.train(): a model left in eval mode trains with frozen BatchNorm statistics",
+           caught_by="day06_train_one_epoch_tests"),
+    Mutant(cell="day06_train_one_epoch",
+           find="total_loss += loss.item() * n\n"
+                "        correct += (outputs.argmax(dim=1) == targets).sum().item()\n"
+                "        seen += n\n"
+                "    return total_loss / seen, correct / seen",
+           replace="total_loss += loss.item()\n"
+                   "        correct += (outputs.argmax(dim=1) == targets).sum().item()\n"
+                   "        seen += n\n"
+                   "    return total_loss / len(loader), correct / seen",
+           why="the loss is a mean of batch means, not weighted by batch size (the last batch is smaller)",
+           caught_by="day06_train_one_epoch_tests"),
+    Mutant(cell="day06_evaluate",
+           find="    model.eval()\n", replace="",
+           why="no model.eval(): Dropout stays on and BatchNorm updates its running statistics",
+           caught_by="day06_evaluate_tests"),
+    Mutant(cell="day06_evaluate",
+           find="with torch.inference_mode():", replace="if True:",
+           why="the forward passes record autograd graphs (no inference_mode or no_grad)",
+           caught_by="day06_evaluate_tests"),
+    Mutant(cell="day06_evaluate",
+           find="correct += (outputs.argmax(dim=1) == targets).sum().item()\n"
+                "            seen += n\n"
+                "    return total_loss / seen, correct / seen",
+           replace="correct += (outputs.argmax(dim=1) == targets).float().mean().item()\n"
+                   "            seen += n\n"
+                   "    return total_loss / seen, correct / len(loader)",
+           why="the accuracy is a mean of batch accuracies, not correct samples / samples",
+           caught_by="day06_evaluate_tests"),
+]

@@ -1,0 +1,270 @@
+"""The grader regression list: every plausible wrong answer kept in tests/grader_mutants/dayNN.py must lose points.
+
+A mutant (grader_mutants.Mutant) is a small change to one exercise's solution. For each day, the mutated notebooks
+are graded by `nbgrader autograde` exactly as a class is graded, one submission ("student") per round and all the
+day's rounds in one nbgrader process:
+- round k holds the k-th mutant of every exercise of the day: nbgrader scores each test cell on its own, so mistakes
+  in different exercises can share a submission;
+- except where a test cell uses names that an earlier exercise's solution defines (Day 32's pipeline calls
+  write_report): a mistake upstream could fail that test for the wrong reason, so those mutants get other rounds;
+- after grading, every test cell that no mutant of the round reaches must still score full marks. One that does not
+  means a mutant reaches further than the notebook's names show (it changed a shared object, or crashed the kernel):
+  every verdict it could have faked is graded again with its mutant alone, in a second autograde.
+A mutant is caught when its `caught_by` test cell scores less than its points.
+
+Fast checks (no notebook runs) keep the list from rotting: each mutant names a real solution cell and test cell of
+its day, and its `find` text occurs exactly once in that cell, so editing a solution fails here, by name, at once.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import re
+import resource
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, course_days, record_timing
+from grader_mutants import Mutant
+from grading import cell_scores, make_course_copy, mutate_notebook, nbgrader
+
+MUTANTS_DIR = ROOT / "tests" / "grader_mutants"
+
+
+def mutant_days() -> list[str]:
+    return sorted(p.stem for p in MUTANTS_DIR.glob("day[0-9][0-9].py"))
+
+
+def load_mutants(day: str) -> list[Mutant]:
+    mutants = importlib.import_module(f"grader_mutants.{day}").MUTANTS
+    assert mutants and all(isinstance(m, Mutant) for m in mutants), f"{day}.py: MUTANTS must be a list of Mutant"
+    return list(mutants)
+
+
+def label(day: str, m: Mutant) -> str:
+    return f"{day} mutant {m.why!r} in {m.cell}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    notebook: str      # file name
+    position: int      # order of execution across the day's notebooks
+    grade_id: str      # "" for a cell without nbgrader metadata
+    role: str          # "solution", "tests" or ""
+    points: float
+    source: str
+    code: bool
+
+
+def day_cells(day: str) -> list[Cell]:
+    cells = []
+    for nb_path in sorted((ROOT / "solutions" / day).glob("*.ipynb")):
+        for c in json.loads(nb_path.read_text(encoding="utf-8"))["cells"]:
+            meta = c.get("metadata", {}).get("nbgrader", {})
+            role = "solution" if meta.get("solution") else "tests" if meta.get("grade") else ""
+            cells.append(Cell(nb_path.name, len(cells), meta.get("grade_id", "") if role else "", role,
+                              float(meta.get("points", 0) or 0), "".join(c["source"]), c["cell_type"] == "code"))
+    return cells
+
+
+_NEW_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp,
+               ast.DictComp, ast.GeneratorExp)
+
+
+def _binds(stmt: ast.AST) -> set[str]:
+    """Module-level names a statement (re)binds; imports are left out (they carry no exercise's answer)."""
+    out: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) or isinstance(node, _NEW_SCOPES):
+            return
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, ast.Store):
+            base = node.value
+            while isinstance(base, (ast.Attribute, ast.Subscript)):
+                base = base.value
+            if isinstance(base, ast.Name):
+                out.add(base.id)   # `result["x"] = ...` changes result
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(stmt)
+    return out
+
+
+def _reads(stmt: ast.AST) -> set[str]:
+    """Names a statement reads from the notebook's namespace: not parameters, a function's locals, loop or
+    comprehension variables, which the statement binds itself."""
+    loads, own = set(), set()
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            loads.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            own |= {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+            if not isinstance(node, ast.Lambda):
+                own |= {n.id for b in node.body for n in ast.walk(b) if isinstance(n, ast.Name)
+                        and isinstance(n.ctx, ast.Store)}
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            own |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            own.add(node.name)
+    return loads - own
+
+
+def _statements(source: str) -> list[tuple[set[str], set[str]]]:
+    """(reads, binds) of each top-level statement of a cell. Magics are dropped; a cell that does not parse counts
+    as one statement that reads and binds every identifier in it (the safe side)."""
+    text = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    try:
+        return [(_reads(s), _binds(s)) for s in ast.parse(text).body]
+    except SyntaxError:
+        words = set(re.findall(r"[A-Za-z_]\w*", text))
+        return [(words, words)]
+
+
+def reach(cells: list[Cell]) -> dict[str, set[str]]:
+    """For each solution cell, the test cells that can see what it defines: its own test cells (up to the next
+    exercise), and every later test cell that reads one of its names or a name bound from one (statement by
+    statement: a name rebound from untouched values is clean again)."""
+    out: dict[str, set[str]] = {}
+    for i, sol in enumerate(cells):
+        if sol.role != "solution":
+            continue
+        seen = set()
+        for later in cells[i + 1:]:
+            if later.notebook != sol.notebook or later.role == "solution":
+                break
+            if later.role == "tests":
+                seen.add(later.grade_id)
+        tainted = set().union(*(binds for _, binds in _statements(sol.source)))
+        for later in cells[i + 1:]:
+            if later.notebook != sol.notebook or not later.code:
+                continue
+            for reads, binds in _statements(later.source):
+                if reads & tainted:
+                    tainted |= binds
+                    if later.role == "tests":
+                        seen.add(later.grade_id)
+                else:
+                    tainted -= binds
+        out[sol.grade_id] = seen
+    return out
+
+
+def plan_rounds(mutants: list[Mutant], reaches: dict[str, set[str]]) -> list[list[Mutant]]:
+    """Greedy, in list order: each mutant joins the first round where no other mutant is in the same cell, reaches
+    its `caught_by` cell, or has its `caught_by` reached by it. Independent exercises: round k = k-th mutants."""
+    def affects(m: Mutant) -> set[str]:
+        return reaches[m.cell] | {m.caught_by}
+
+    rounds: list[list[Mutant]] = []
+    for m in mutants:
+        for r in rounds:
+            if all(o.cell != m.cell and m.caught_by not in affects(o) and o.caught_by not in affects(m) for o in r):
+                r.append(m)
+                break
+        else:
+            rounds.append([m])
+    return rounds
+
+
+def _children_cpu_s() -> float:
+    # CPU seconds of finished child processes (nbgrader and its kernels): on a shared machine, the cost of the
+    # grading itself, where wall time also counts everyone else's work.
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def grade(day: str, course: Path, submissions: dict[str, list[Mutant]]) -> dict[str, dict[str, tuple[float, float]]]:
+    """Submit the day's solution notebooks with each student's mutants applied; autograde them all at once."""
+    for student, mutants in submissions.items():
+        for nb in sorted((course / "solutions" / day).glob("*.ipynb")):
+            names = {c.grade_id for c in day_cells(day) if c.notebook == nb.name}
+            changes = [(m.cell, m.find, m.replace, label(day, m)) for m in mutants if m.cell in names]
+            mutate_notebook(nb, course / "submitted" / student / day / nb.name, changes)
+    nbgrader(course, "autograde", day, "--create", "--force", "--log-level=WARN", timeout=1800)
+    return cell_scores(course, day, list(submissions))
+
+
+@pytest.mark.parametrize("day", mutant_days())
+def test_mutants_name_real_cells_and_text(day: str):
+    """Fast: the list is well formed and still matches the solutions (make test-fast runs this)."""
+    assert day in course_days(), f"tests/grader_mutants/{day}.py: there is no solutions/{day}"
+    cells = {c.grade_id: c for c in day_cells(day) if c.grade_id}
+    problems, seen = [], set()
+    for m in load_mutants(day):
+        where = label(day, m)
+        sol, test = cells.get(m.cell), cells.get(m.caught_by)
+        if sol is None or sol.role != "solution":
+            problems.append(f"{where}: {m.cell!r} is not a solution cell of {day}")
+        elif (found := sol.source.count(m.find)) != 1:
+            problems.append(f"{where}: the text to change occurs {found} times in the cell, not once (the solution was "
+                            f"edited: update the entry): {m.find!r}")
+        if test is None or test.role != "tests":
+            problems.append(f"{where}: caught_by {m.caught_by!r} is not a test cell of {day}")
+        elif sol is not None and test.position < sol.position:
+            problems.append(f"{where}: {m.caught_by} runs before {m.cell}, so it cannot catch the mistake")
+        if m.find == m.replace or not m.why.strip():
+            problems.append(f"{where}: the change must differ from the solution and say why it is wrong")
+        if (m.cell, m.find, m.replace) in seen:
+            problems.append(f"{where}: listed twice")
+        seen.add((m.cell, m.find, m.replace))
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("day", course_days())
+def test_every_graded_exercise_keeps_a_mutant(day: str):
+    """Every solution cell of the course has at least one plausible wrong answer in the regression list."""
+    listed = {m.cell for m in load_mutants(day)} if day in mutant_days() else set()
+    missing = [c.grade_id for c in day_cells(day) if c.role == "solution" and c.grade_id not in listed]
+    assert not missing, f"{day}: no mutant in tests/grader_mutants/{day}.py for {missing}"
+
+
+@pytest.mark.notebooks
+@pytest.mark.slow
+@pytest.mark.parametrize("day", mutant_days())
+def test_hidden_tests_catch_every_mutant(day: str, tmp_path: Path):
+    mutants = load_mutants(day)
+    cells = day_cells(day)
+    reaches = reach(cells)
+    tests = {c.grade_id for c in cells if c.role == "tests"}
+    position = {c.grade_id: c.position for c in cells if c.grade_id}
+    rounds = plan_rounds(mutants, reaches)
+
+    course = make_course_copy(tmp_path / "course", days=[day])
+    nbgrader(course, "generate_assignment", day, "--force", "--log-level=WARN")
+    start, cpu_start = time.perf_counter(), _children_cpu_s()
+    got = grade(day, course, {f"round{k + 1}": r for k, r in enumerate(rounds)})
+    verdicts: dict[Mutant, tuple[float, float]] = {}
+    again: list[Mutant] = []
+    for k, r in enumerate(rounds):
+        scores = got[f"round{k + 1}"]
+        reached = set().union(*(reaches[m.cell] | {m.caught_by} for m in r))
+        leaks = [t for t in sorted(tests - reached) if scores[t][0] < scores[t][1]]
+        for m in r:
+            verdicts[m] = scores[m.caught_by]
+            # A round-mate that runs before m's test cell may have failed it, if it reaches further than expected.
+            if leaks and any(o is not m and position[o.cell] < position[m.caught_by] for o in r):
+                again.append(m)
+    rounds_graded = len(rounds)
+    if again:
+        shutil.rmtree(course / "submitted")
+        alone = grade(day, course, {f"alone{i + 1}": [m] for i, m in enumerate(again)})
+        for i, m in enumerate(again):
+            verdicts[m] = alone[f"alone{i + 1}"][m.caught_by]
+        rounds_graded += len(again)
+    seconds, cpu = time.perf_counter() - start, _children_cpu_s() - cpu_start
+    record_timing("autograde mutants", f"{day}: {len(mutants)} mutants, {rounds_graded} submissions, "
+                                       f"{cpu:.0f} s CPU", seconds)
+
+    missed = [f"{label(day, m)}: {m.caught_by} scored {s:g}/{mx:g} with {m.find!r} -> {m.replace!r}"
+              for m, (s, mx) in verdicts.items() if s >= mx]
+    assert not missed, "hidden tests pass a plausible wrong answer (add a test that fails on it):\n" + "\n".join(missed)
