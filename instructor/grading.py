@@ -1,16 +1,24 @@
-"""Grading a class: autograde every submission one student at a time, so one broken submission never stops the batch.
+"""Grading a class: autograde every submission in its own nbgrader process, several at once, so that one broken
+submission never stops the batch and a large class uses every core it is given.
 
-    python -m instructor.grading autograde DAY [--timeout S]     # inside an nbgrader course folder
+    python -m instructor.grading autograde DAY [--jobs N] [--timeout S]     # inside an nbgrader course folder
 
 See docs/instructor_guide.md for the whole workflow (generate, collect, autograde, feedback, CSV).
 """
 from __future__ import annotations
 
+import math
+import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+# SQLite lets one process write at a time; a grader that waits longer than SQLAlchemy's 5 s gives up with this.
+_DB_LOCKED = "database is locked"
+_CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "<quota> <period>" in microseconds, or "max <period>"
 
 
 @dataclass
@@ -22,6 +30,22 @@ class GradeOutcome:
     score: float | None = None
     max_score: float | None = None
     message: str = ""
+
+
+def available_cores() -> int:
+    """CPU cores this process may use: its CPU affinity, capped by a cgroup v2 CPU quota where one is set.
+
+    A container started with a CPU limit (Docker ``--cpus``, JupyterHub's ``cpu_limit``) still sees every host core
+    in ``os.cpu_count()`` and in its affinity; the quota in ``/sys/fs/cgroup/cpu.max`` is the real bound.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        quota, period = _CGROUP_CPU_MAX.read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores)
 
 
 def sanitize_submission(folder: Path, originals: Path) -> list[str]:
@@ -60,47 +84,83 @@ def sanitize_submission(folder: Path, originals: Path) -> list[str]:
     return notes
 
 
-def grade_class(course: str | Path, assignment: str, *, cell_timeout_s: int | None = None,
-                log=print) -> list[GradeOutcome]:
-    """Autograde every submission of ``assignment`` in the nbgrader course folder ``course``, one student at a time.
+def _autograde_one(course: Path, assignment: str, student: str, cell_timeout_s: int | None,
+                   env: dict[str, str]) -> GradeOutcome:
+    """Run ``nbgrader autograde`` for one student in a process of its own."""
+    cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student, "--create",
+           "--force", "--log-level=WARN"]
+    if cell_timeout_s is not None:
+        cmd.append(f"--Execute.timeout={int(cell_timeout_s)}")
+    result = subprocess.run(cmd, cwd=course, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        tail = (result.stdout + result.stderr).strip().splitlines()[-6:]
+        return GradeOutcome(student, "failed", message=" | ".join(tail))
+    return GradeOutcome(student, "graded")
 
+
+def _grader_env(jobs: int) -> dict[str, str]:
+    """The environment of each grader: the cores shared out between ``jobs`` graders, unless the caller chose."""
+    env = dict(os.environ)
+    threads = str(max(1, available_cores() // jobs))
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, threads)
+    return env
+
+
+def grade_class(course: str | Path, assignment: str, *, jobs: int | None = None, cell_timeout_s: int | None = None,
+                log=print) -> list[GradeOutcome]:
+    """Autograde every submission of ``assignment`` in the nbgrader course folder ``course``.
+
+    Each student is graded by a process of its own, ``jobs`` of them at once (default: ``available_cores()``).
     One broken submission never stops the batch: unreadable notebooks are moved to ``rejected/`` with a reason,
     pasted graded cells are neutralised, and a student whose grading fails is reported with nbgrader's message.
     ``cell_timeout_s`` overrides ``Execute.timeout`` (an infinite loop costs that much, then the cell scores 0).
+    Returns one outcome per student, sorted by student.
     """
+    from nbgrader.api import Gradebook
+
     course = Path(course)
-    outcomes: list[GradeOutcome] = []
+    jobs = available_cores() if jobs is None else jobs
+    if jobs < 1:
+        raise ValueError(f"jobs={jobs}: give 1 or more graders to run at once")
+    outcomes: dict[str, GradeOutcome] = {}
+    to_grade: list[str] = []
     students = sorted(p.name for p in (course / "submitted").iterdir() if (p / assignment).is_dir())
     for student in students:
         folder = course / "submitted" / student / assignment
         try:
             for note in sanitize_submission(folder, course / "sanitized_originals" / student / assignment):
                 log(f"[grade] {student}: {note}")
+            to_grade.append(student)
         except ValueError as e:
             dest = course / "rejected" / student / assignment
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.rmtree(dest, ignore_errors=True)
             shutil.move(str(folder), str(dest))
             (dest / "REJECTED.txt").write_text(str(e) + "\n")
-            outcomes.append(GradeOutcome(student, "rejected", message=str(e)))
+            outcomes[student] = GradeOutcome(student, "rejected", message=str(e))
             log(f"[grade] {student}: REJECTED: {e}")
-            continue
-        cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student, "--create",
-               "--force", "--log-level=WARN"]
-        if cell_timeout_s is not None:
-            cmd.append(f"--Execute.timeout={int(cell_timeout_s)}")
-        result = subprocess.run(cmd, cwd=course, capture_output=True, text=True)
-        if result.returncode != 0:
-            tail = (result.stdout + result.stderr).strip().splitlines()[-6:]
-            outcomes.append(GradeOutcome(student, "failed", message=" | ".join(tail)))
-            log(f"[grade] {student}: FAILED: {outcomes[-1].message}")
-            continue
-        outcomes.append(GradeOutcome(student, "graded"))
-    _fill_scores(course, assignment, outcomes)
-    for o in outcomes:
+
+    # The graders write to one SQLite gradebook: create it (and run its migrations) once, before they start.
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}"):
+        pass
+    env = _grader_env(jobs)
+    log(f"[grade] {len(to_grade)} submission(s), {min(jobs, max(1, len(to_grade)))} grader(s) at once")
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        graded = list(pool.map(lambda s: _autograde_one(course, assignment, s, cell_timeout_s, env), to_grade))
+    for o in graded:
+        if o.status == "failed" and _DB_LOCKED in o.message:  # lost a race for the gradebook: once more, alone
+            log(f"[grade] {o.student}: gradebook busy, grading again")
+            o = _autograde_one(course, assignment, o.student, cell_timeout_s, env)
+        if o.status == "failed":
+            log(f"[grade] {o.student}: FAILED: {o.message}")
+        outcomes[o.student] = o
+    result = [outcomes[s] for s in students]
+    _fill_scores(course, assignment, result)
+    for o in result:
         if o.status == "graded":
             log(f"[grade] {o.student}: {o.score:g} / {o.max_score:g}")
-    return outcomes
+    return result
 
 
 def _fill_scores(course: Path, assignment: str, outcomes: list[GradeOutcome]) -> None:
@@ -114,17 +174,20 @@ def _fill_scores(course: Path, assignment: str, outcomes: list[GradeOutcome]) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m instructor.grading autograde DAY [--course DIR] [--timeout S]``."""
+    """``python -m instructor.grading autograde DAY [--course DIR] [--jobs N] [--timeout S]``."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m instructor.grading")
     sub = ap.add_subparsers(dest="command", required=True)
-    g = sub.add_parser("autograde", help="grade every submission of an assignment, one student at a time")
+    g = sub.add_parser("autograde", help="grade every submission of an assignment, each in a process of its own")
     g.add_argument("assignment")
     g.add_argument("--course", default=".", help="the nbgrader course folder (default: the current folder)")
+    g.add_argument("--jobs", "-j", type=int, default=None,
+                   help=f"submissions graded at once (default: the cores this process may use, here "
+                        f"{available_cores()})")
     g.add_argument("--timeout", type=int, default=None, help="seconds per cell (default: nbgrader_config.py)")
     args = ap.parse_args(argv)
-    outcomes = grade_class(args.course, args.assignment, cell_timeout_s=args.timeout)
+    outcomes = grade_class(args.course, args.assignment, jobs=args.jobs, cell_timeout_s=args.timeout)
     bad = [o for o in outcomes if o.status != "graded"]
     print(f"[grade] {len(outcomes) - len(bad)} graded, {len(bad)} not graded "
           f"({', '.join(o.student for o in bad) or 'none'})")
