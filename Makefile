@@ -81,3 +81,14 @@ audit:
 
 clean-venv:
 	rm -rf $(VENV)
+
+## The proxy of the course's JupyterHub (hub/README.md), from npm into build/hub-proxy: tests/test_hub.py and
+## `COURSE_HUB_SPAWNER=local jupyterhub -f hub/jupyterhub_config.py` use it. Needs Node.js 20 or newer and npm.
+HUB_PROXY := build/hub-proxy/node_modules/.bin/configurable-http-proxy
+.PHONY: hub-proxy
+hub-proxy: $(HUB_PROXY)
+
+$(HUB_PROXY): hub/package.json hub/package-lock.json
+	mkdir -p build/hub-proxy && cp hub/package.json hub/package-lock.json build/hub-proxy/
+	cd build/hub-proxy && npm ci --no-audit --no-fund --loglevel=error
+	touch $@

@@ -1,0 +1,189 @@
+"""The course's JupyterHub (hub/jupyterhub_config.py) serves a class: started for real on 127.0.0.1 with its local
+process spawner and configurable-http-proxy (`make hub-proxy`), a student logs in over HTTP, gets a server, sees the
+course and the day the instructor released through nbgrader's exchange, and no instructor tools; every process the
+hub started is gone afterwards. The production settings (DockerSpawner, limits, GPUs) are checked against docker-py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import runpy
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+HUB = ROOT / "hub"
+PROXY = ROOT / "build" / "hub-proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
+STUDENT_PASSWORD = "a-class-password"
+DAY = "day26"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def load_hub_config(tmp_path: Path, **env: str):
+    """hub/jupyterhub_config.py's settings, loaded as JupyterHub loads it, with ``env`` in the environment."""
+    from traitlets.config import Config
+
+    roster = tmp_path / "roster.txt"
+    roster.write_text("alice\nbob\ninstructor:teacher\n")
+    old = dict(os.environ)
+    os.environ.update({"COURSE_HUB_DATA": str(tmp_path / "data"), "COURSE_ROSTER": str(roster)})
+    os.environ.update(env)
+    try:
+        c = Config()
+        runpy.run_path(str(HUB / "jupyterhub_config.py"), init_globals={"get_config": lambda: c})
+        return c
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+def test_production_config_gives_each_user_a_limited_gpu_container(tmp_path: Path):
+    docker = pytest.importorskip("docker")
+    c = load_hub_config(tmp_path)
+    assert c.JupyterHub.spawner_class == "dockerspawner.DockerSpawner"
+    assert c.Authenticator.allowed_users == {"alice", "bob", "teacher"} and c.Authenticator.admin_users == {"teacher"}
+    assert c.JupyterHub.load_groups["formgrade-gpu-bootcamp"]["users"] == ["teacher"]
+    # what DockerSpawner hands to docker-py: limits and GPU requests it accepts (API 1.40+ has device requests)
+    host = docker.types.HostConfig(version="1.43", mem_limit=c.Spawner.mem_limit, cpu_period=100_000,
+                                   cpu_quota=int(c.Spawner.cpu_limit * 100_000), **c.DockerSpawner.extra_host_config)
+    assert host["Memory"] == 16 * 1024 ** 3 and host["CpuQuota"] / host["CpuPeriod"] == 4
+    assert host["DeviceRequests"][0]["Count"] == -1 and host["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
+    pinned = load_hub_config(tmp_path, COURSE_GPUS="1")
+    request = docker.types.HostConfig(version="1.43", **pinned.DockerSpawner.extra_host_config)["DeviceRequests"][0]
+    assert request["DeviceIDs"] == ["1"] and request["Count"] == 0
+    # the exchange and each student's days/ are volumes, mounted where hub/jupyter/nbgrader_config.py expects them
+    volumes = c.DockerSpawner.volumes
+    assert volumes["gpu-bootcamp-exchange"] == "/srv/nbgrader/exchange"
+    assert volumes["gpu-bootcamp-{username}-days"] == f"{c.DockerSpawner.notebook_dir}/days"
+    dockerfile = (HUB / "Dockerfile").read_text()
+    assert "/etc/jupyter/course-hub" in dockerfile and "/srv/nbgrader/exchange" in dockerfile
+
+
+def test_roster_without_an_instructor_is_refused(tmp_path: Path):
+    roster = tmp_path / "students-only.txt"
+    roster.write_text("alice\n")
+    with pytest.raises(ValueError, match="names no instructor"):
+        load_hub_config(tmp_path, COURSE_ROSTER=str(roster))
+
+
+def _release_day(tmp_path: Path, exchange: Path) -> None:
+    """The instructor guide's release block, as the exchange test runs it."""
+    from test_exchange import guide_block
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "NBGRADER", "COURSE"))}
+    env.update(REPO=str(ROOT), DAY=DAY, HOME=str(tmp_path / "teacher"), COURSE_ROLE="instructor",
+               NBGRADER_EXCHANGE=str(exchange), JUPYTER_CONFIG_PATH=f"{HUB / 'jupyter' / 'instructor'}:"
+                                                                   f"{HUB / 'jupyter'}")
+    result = subprocess.run(["bash", "-c", guide_block("instructor: release a day")], env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+
+
+def _stop(hub: subprocess.Popen, log) -> list[int]:
+    """Stop the hub as an admin would (SIGTERM: it stops the user servers and the proxy), then anything it left."""
+    import psutil
+
+    started = [p for p in psutil.Process(hub.pid).children(recursive=True)] if hub.poll() is None else []
+    hub.send_signal(signal.SIGTERM)
+    try:
+        hub.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        hub.kill()
+        hub.wait(timeout=10)
+    gone, alive = psutil.wait_procs(started, timeout=10)
+    for p in alive:  # processes this test started (the hub's children), by pid
+        p.kill()
+    log.close()
+    return [p.pid for p in alive]
+
+
+@pytest.mark.slow
+def test_student_logs_in_gets_a_server_and_finds_the_released_day(tmp_path: Path):
+    import requests
+
+    if not PROXY.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{PROXY} is missing: .ci/run installs it with `make hub-proxy`")
+        pytest.skip("configurable-http-proxy is not installed: `make hub-proxy` (needs npm)")
+    start = time.perf_counter()
+    data = tmp_path / "data"
+    (data / "exchange").mkdir(parents=True)
+    (data / "exchange").chmod(0o777)  # what the local spawner's hook would do on the first spawn
+    _release_day(tmp_path, data / "exchange")
+    phases = {"release": time.perf_counter() - start}
+    roster = tmp_path / "roster.txt"
+    roster.write_text("alice\ninstructor:teacher\n")
+    port, hub_port, api_port = free_port(), free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "NBGRADER", "COURSE"))}
+    env.update(COURSE_HUB_SPAWNER="local", COURSE_HUB_DATA=str(data), COURSE_ROSTER=str(roster),
+               COURSE_HUB_PASSWORD=STUDENT_PASSWORD, PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}")
+    log = open(tmp_path / "hub.log", "w")
+    hub = subprocess.Popen(
+        [sys.executable, "-m", "jupyterhub", "-f", str(HUB / "jupyterhub_config.py"), "--ip=127.0.0.1",
+         f"--port={port}", f"--JupyterHub.hub_port={hub_port}",
+         f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{api_port}"],
+        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        s = requests.Session()
+        deadline = time.monotonic() + 60
+        while True:  # the hub is up when its login page answers through the proxy
+            try:
+                if s.get(f"{base}/hub/login", timeout=5).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert hub.poll() is None and time.monotonic() < deadline, (tmp_path / "hub.log").read_text()[-4000:]
+            time.sleep(0.5)
+        phases["hub up"] = time.perf_counter() - start - sum(phases.values())
+        r = s.post(f"{base}/hub/login?next=/hub/spawn", timeout=30,
+                   data={"username": "alice", "password": "wrong-password", "_xsrf": s.cookies.get("_xsrf")})
+        assert r.status_code == 403, "a wrong password must not log in"
+        r = s.post(f"{base}/hub/login?next=/hub/spawn", timeout=60,
+                   data={"username": "alice", "password": STUDENT_PASSWORD, "_xsrf": s.cookies.get("_xsrf")})
+        assert r.status_code == 200 and ("/hub/spawn-pending/alice" in r.url or "/user/alice/" in r.url), r.url
+        deadline = time.monotonic() + 120
+        while not s.get(f"{base}/hub/api/users/alice", timeout=10).json()["servers"].get("", {}).get("ready"):
+            assert time.monotonic() < deadline, (tmp_path / "hub.log").read_text()[-4000:]
+            time.sleep(0.5)
+        lab = s.get(f"{base}/user/alice/lab", timeout=60)  # as a browser: the server's OAuth login with the hub
+        phases["login and spawn"] = time.perf_counter() - start - sum(phases.values())
+        assert lab.status_code == 200 and lab.url.startswith(f"{base}/user/alice/"), lab.url
+
+        # the course: the learner copy of every day, where the course image puts it
+        days = s.get(f"{base}/user/alice/api/contents/days", timeout=30).json()
+        assert {"day01", DAY} <= {item["name"] for item in days["content"]}
+        # nbgrader's Assignment List: the day the instructor released, already in days/ (so: fetched)
+        listing = s.get(f"{base}/user/alice/assignments", params={"course_id": "gpu-bootcamp"}, timeout=60).json()
+        assert listing["success"], listing
+        (released,) = [a for a in listing["value"] if a["assignment_id"] == DAY]
+        assert released["status"] == "fetched" and released["path"] == f"days/{DAY}", released
+        # a student's server has no instructor tools
+        assert s.get(f"{base}/user/alice/formgrader", timeout=30).status_code == 404
+        page = json.loads(re.search(r'id="jupyter-config-data" type="application/json">(.*?)</script>', lab.text,
+                                    re.S).group(1))
+        disabled = page["disabledExtensions"]
+        disabled = set(disabled) if isinstance(disabled, list) else {k for k, v in disabled.items() if v}
+        assert {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment"} <= disabled
+        assert "@jupyter/nbgrader:assignment-list" not in disabled
+        phases["checks"] = time.perf_counter() - start - sum(phases.values())
+    finally:
+        leftovers = _stop(hub, log)
+    phases["stop"] = time.perf_counter() - start - sum(phases.values())
+    print("hub test: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()))
+    assert not leftovers, f"the hub left processes running: {leftovers}"
+    with socket.socket() as probe:  # the public port is closed again
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
