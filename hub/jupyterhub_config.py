@@ -81,10 +81,20 @@ def role(spawner) -> str:
     return "instructor" if spawner.user.name in INSTRUCTORS else "student"
 
 
-def course_environment(spawner, course_dir: str) -> dict:
+def set_server_root(spawner, home: str) -> None:
+    """Students' servers open in ``home/course``; instructors' in ``home``, with ``course/`` and ``grading/`` side by
+    side: nbgrader's formgrader refuses a course folder outside the server's root ("not a subdirectory")."""
+    if role(spawner) == "instructor":
+        spawner.notebook_dir, spawner.default_url = home, "/lab/tree/course/days/day01"
+    else:
+        spawner.notebook_dir = f"{home}/course"
+
+
+def course_environment(spawner, home: str) -> dict:
     """The environment that makes nbgrader and JupyterLab see the class: hub/jupyter/nbgrader_config.py reads it."""
-    who = role(spawner)
-    return {
+    who, course_dir = role(spawner), f"{home}/course"
+    env = {} if who == "student" else {"COURSE_GRADING_DIR": f"{home}/grading/{COURSE_ID}"}
+    return env | {
         "COURSE_ROLE": who,
         "NBGRADER_EXCHANGE": EXCHANGE,
         "COURSE_DAYS_DIR": f"{course_dir}/days",
@@ -99,7 +109,6 @@ if SPAWNER == "docker":
     c.JupyterHub.spawner_class = "dockerspawner.DockerSpawner"
     c.DockerSpawner.image = os.environ.get("COURSE_IMAGE", "gpu-bootcamp-hub")
     c.DockerSpawner.remove = True  # a stopped server's container goes; its volumes stay
-    c.DockerSpawner.notebook_dir = "/home/learner/course"
     c.DockerSpawner.volumes = {
         # A student's days/ (their work) outlives the container. Docker fills a new named volume from the image, so
         # each student starts with the image's days/; utils/ and the rest stay the image's and update with it.
@@ -118,7 +127,8 @@ if SPAWNER == "docker":
 
     async def docker_pre_spawn(spawner):
         # a new dict: the configured one is shared by every spawner
-        spawner.environment = {**spawner.environment, **course_environment(spawner, "/home/learner/course")}
+        spawner.environment = {**spawner.environment, **course_environment(spawner, "/home/learner")}
+        set_server_root(spawner, "/home/learner")
         if role(spawner) == "instructor":
             # the grading folder (gradebook, submissions, feedback) lives in a volume of its own
             spawner.volumes = dict(spawner.volumes, **{"gpu-bootcamp-grading-{username}": "/home/learner/grading"})
@@ -146,10 +156,8 @@ else:
         if not exchange.exists():
             exchange.mkdir(parents=True)
             exchange.chmod(0o777)
-        spawner.notebook_dir = str(course)
-        env = course_environment(spawner, str(course))
-        if role(spawner) == "instructor":
-            env["COURSE_GRADING_DIR"] = str(Path(spawner.home_dir) / "grading" / COURSE_ID)
-        spawner.environment = {**spawner.environment, **env}  # a new dict: the configured one is shared
+        set_server_root(spawner, spawner.home_dir)
+        # a new dict: the configured one is shared by every spawner
+        spawner.environment = {**spawner.environment, **course_environment(spawner, spawner.home_dir)}
 
     c.Spawner.pre_spawn_hook = local_pre_spawn

@@ -1,7 +1,8 @@
 """The course's JupyterHub (hub/jupyterhub_config.py) serves a class: started for real on 127.0.0.1 with its local
-process spawner and configurable-http-proxy (`make hub-proxy`), a student logs in over HTTP, gets a server, sees the
-course and the day the instructor released through nbgrader's exchange, and no instructor tools; every process the
-hub started is gone afterwards. The production settings (DockerSpawner, limits, GPUs) are checked against docker-py.
+process spawner and configurable-http-proxy (`make hub-proxy`), a student and an instructor log in over HTTP and get
+servers. The student sees the course and the day the instructor released through nbgrader's exchange, and no
+instructor tools; the instructor's formgrader lists that day. Every process the hub started is gone afterwards.
+The production settings (DockerSpawner, limits, GPUs) are checked against docker-py.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from conftest import ROOT
 HUB = ROOT / "hub"
 PROXY = ROOT / "build" / "hub-proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
 STUDENT_PASSWORD = "a-class-password"
+INSTRUCTOR_PASSWORD = "an-instructor-password-of-32-characters"
 DAY = "day26"
 
 
@@ -67,7 +69,7 @@ def test_production_config_gives_each_user_a_limited_gpu_container(tmp_path: Pat
     # the exchange and each student's days/ are volumes, mounted where hub/jupyter/nbgrader_config.py expects them
     volumes = c.DockerSpawner.volumes
     assert volumes["gpu-bootcamp-exchange"] == "/srv/nbgrader/exchange"
-    assert volumes["gpu-bootcamp-{username}-days"] == f"{c.DockerSpawner.notebook_dir}/days"
+    assert volumes["gpu-bootcamp-{username}-days"] == "/home/learner/course/days"
     dockerfile = (HUB / "Dockerfile").read_text()
     assert "/etc/jupyter/course-hub" in dockerfile and "/srv/nbgrader/exchange" in dockerfile
 
@@ -79,14 +81,14 @@ def test_roster_without_an_instructor_is_refused(tmp_path: Path):
         load_hub_config(tmp_path, COURSE_ROSTER=str(roster))
 
 
-def _release_day(tmp_path: Path, exchange: Path) -> None:
-    """The instructor guide's release block, as the exchange test runs it."""
+def _release_day(home: Path, exchange: Path) -> None:
+    """The instructor guide's release block, run as the instructor ``teacher`` whose hub home is ``home``."""
     from test_exchange import guide_block
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "NBGRADER", "COURSE"))}
-    env.update(REPO=str(ROOT), DAY=DAY, HOME=str(tmp_path / "teacher"), COURSE_ROLE="instructor",
-               NBGRADER_EXCHANGE=str(exchange), JUPYTER_CONFIG_PATH=f"{HUB / 'jupyter' / 'instructor'}:"
-                                                                   f"{HUB / 'jupyter'}")
+    env.update(REPO=str(ROOT), DAY=DAY, HOME=str(home), COURSE_ROLE="instructor", NBGRADER_EXCHANGE=str(exchange),
+               COURSE_GRADING_DIR=str(home / "grading" / "gpu-bootcamp"),
+               JUPYTER_CONFIG_PATH=f"{HUB / 'jupyter' / 'instructor'}{os.pathsep}{HUB / 'jupyter'}")
     result = subprocess.run(["bash", "-c", guide_block("instructor: release a day")], env=env, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
@@ -110,8 +112,26 @@ def _stop(hub: subprocess.Popen, log) -> list[int]:
     return [p.pid for p in alive]
 
 
+def _log_in(base: str, user: str, password: str):
+    """A browser's session: the hub's login form (with its XSRF token), which then starts the user's server."""
+    import requests
+
+    session = requests.Session()
+    session.get(f"{base}/hub/login", timeout=30)
+    r = session.post(f"{base}/hub/login?next=/hub/spawn", timeout=60,
+                     data={"username": user, "password": password, "_xsrf": session.cookies.get("_xsrf")})
+    return session, r
+
+
+def _wait_ready(session, base: str, user: str, log: Path) -> None:
+    deadline = time.monotonic() + 120
+    while not session.get(f"{base}/hub/api/users/{user}", timeout=10).json()["servers"].get("", {}).get("ready"):
+        assert time.monotonic() < deadline, f"{user}'s server did not start:\n" + log.read_text()[-4000:]
+        time.sleep(0.5)
+
+
 @pytest.mark.slow
-def test_student_logs_in_gets_a_server_and_finds_the_released_day(tmp_path: Path):
+def test_student_and_instructor_log_in_and_find_the_released_day(tmp_path: Path):
     import requests
 
     if not PROXY.exists():
@@ -122,15 +142,17 @@ def test_student_logs_in_gets_a_server_and_finds_the_released_day(tmp_path: Path
     data = tmp_path / "data"
     (data / "exchange").mkdir(parents=True)
     (data / "exchange").chmod(0o777)  # what the local spawner's hook would do on the first spawn
-    _release_day(tmp_path, data / "exchange")
+    _release_day(data / "home" / "teacher", data / "exchange")
     phases = {"release": time.perf_counter() - start}
     roster = tmp_path / "roster.txt"
     roster.write_text("alice\ninstructor:teacher\n")
     port, hub_port, api_port = free_port(), free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "NBGRADER", "COURSE"))}
     env.update(COURSE_HUB_SPAWNER="local", COURSE_HUB_DATA=str(data), COURSE_ROSTER=str(roster),
-               COURSE_HUB_PASSWORD=STUDENT_PASSWORD, PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}")
-    log = open(tmp_path / "hub.log", "w")
+               COURSE_HUB_PASSWORD=STUDENT_PASSWORD, COURSE_HUB_ADMIN_PASSWORD=INSTRUCTOR_PASSWORD,
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}")
+    log_path = tmp_path / "hub.log"
+    log = open(log_path, "w")
     hub = subprocess.Popen(
         [sys.executable, "-m", "jupyterhub", "-f", str(HUB / "jupyterhub_config.py"), "--ip=127.0.0.1",
          f"--port={port}", f"--JupyterHub.hub_port={hub_port}",
@@ -138,32 +160,30 @@ def test_student_logs_in_gets_a_server_and_finds_the_released_day(tmp_path: Path
         cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        s = requests.Session()
         deadline = time.monotonic() + 60
         while True:  # the hub is up when its login page answers through the proxy
             try:
-                if s.get(f"{base}/hub/login", timeout=5).status_code == 200:
+                if requests.get(f"{base}/hub/login", timeout=5).status_code == 200:
                     break
             except requests.ConnectionError:
                 pass
-            assert hub.poll() is None and time.monotonic() < deadline, (tmp_path / "hub.log").read_text()[-4000:]
+            assert hub.poll() is None and time.monotonic() < deadline, log_path.read_text()[-4000:]
             time.sleep(0.5)
         phases["hub up"] = time.perf_counter() - start - sum(phases.values())
-        r = s.post(f"{base}/hub/login?next=/hub/spawn", timeout=30,
-                   data={"username": "alice", "password": "wrong-password", "_xsrf": s.cookies.get("_xsrf")})
-        assert r.status_code == 403, "a wrong password must not log in"
-        r = s.post(f"{base}/hub/login?next=/hub/spawn", timeout=60,
-                   data={"username": "alice", "password": STUDENT_PASSWORD, "_xsrf": s.cookies.get("_xsrf")})
-        assert r.status_code == 200 and ("/hub/spawn-pending/alice" in r.url or "/user/alice/" in r.url), r.url
-        deadline = time.monotonic() + 120
-        while not s.get(f"{base}/hub/api/users/alice", timeout=10).json()["servers"].get("", {}).get("ready"):
-            assert time.monotonic() < deadline, (tmp_path / "hub.log").read_text()[-4000:]
-            time.sleep(0.5)
+        assert _log_in(base, "alice", "wrong-password")[1].status_code == 403, "a wrong password must not log in"
+        assert _log_in(base, "teacher", STUDENT_PASSWORD)[1].status_code == 403, "instructors need their password"
+        # both servers start at once
+        (s, r), (t, rt) = _log_in(base, "alice", STUDENT_PASSWORD), _log_in(base, "teacher", INSTRUCTOR_PASSWORD)
+        for user, response in (("alice", r), ("teacher", rt)):
+            assert response.status_code == 200 and f"/{user}" in response.url, (user, response.url)
+        _wait_ready(s, base, "alice", log_path)
+        _wait_ready(t, base, "teacher", log_path)
         lab = s.get(f"{base}/user/alice/lab", timeout=60)  # as a browser: the server's OAuth login with the hub
-        phases["login and spawn"] = time.perf_counter() - start - sum(phases.values())
+        assert t.get(f"{base}/user/teacher/lab", timeout=60).status_code == 200
+        phases["log-ins and spawns"] = time.perf_counter() - start - sum(phases.values())
         assert lab.status_code == 200 and lab.url.startswith(f"{base}/user/alice/"), lab.url
 
-        # the course: the learner copy of every day, where the course image puts it
+        # the student: the learner copy of every day, where the course image puts it
         days = s.get(f"{base}/user/alice/api/contents/days", timeout=30).json()
         assert {"day01", DAY} <= {item["name"] for item in days["content"]}
         # nbgrader's Assignment List: the day the instructor released, already in days/ (so: fetched)
@@ -179,6 +199,10 @@ def test_student_logs_in_gets_a_server_and_finds_the_released_day(tmp_path: Path
         disabled = set(disabled) if isinstance(disabled, list) else {k for k, v in disabled.items() if v}
         assert {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment"} <= disabled
         assert "@jupyter/nbgrader:assignment-list" not in disabled
+        # the instructor: the formgrader on their own server, grading the course folder the day was released from
+        grader = t.get(f"{base}/user/teacher/formgrader/api/assignments", timeout=60)
+        assert grader.status_code == 200, grader.text[:500]
+        assert DAY in {a["name"] for a in grader.json()}, grader.text[:500]
         phases["checks"] = time.perf_counter() - start - sum(phases.values())
     finally:
         leftovers = _stop(hub, log)
