@@ -11,6 +11,7 @@ import torch
 from PIL import Image
 
 from utils import data as D
+from utils import datasets as DS
 
 CIFAR_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
 
@@ -40,6 +41,11 @@ def test_stratified_split_is_seeded():
 def test_stratified_split_rejects_bad_fractions(val, test):
     with pytest.raises(ValueError, match="fraction"):
         D.stratified_split(np.repeat(np.arange(2), 10), val, test)
+
+
+def test_stratified_split_too_small_for_the_classes_says_what_to_do():
+    with pytest.raises(ValueError, match="at least one sample per class.*fraction of 0"):
+        D.stratified_split(np.repeat(np.arange(5), 4), 0.1, 0.0)
 
 
 # --------------------------------------------------------------------------------------------------- digits
@@ -186,22 +192,111 @@ def test_imagefolder_missing_root(tmp_path):
         D.load_dataset("imagefolder", root=tmp_path / "nope")
     with pytest.raises(ValueError, match="nothing to download"):
         D.load_dataset("imagefolder", root=tmp_path, download=True)
+    with pytest.raises(ValueError, match="root="):
+        D.load_dataset("imagefolder")
 
 
-def test_imagenette_loads_tiny_jpegs(tmp_path):
-    base = tmp_path / "imagenette2-160"
-    wnids = ["n01440764", "n02102040"]
-    write_image_tree(base / "train", classes=wnids, per_class=8, ext=".JPEG")
-    write_image_tree(base / "val", classes=wnids, per_class=2, ext=".JPEG")
+# --------------------------------------------------------------------------------------------------- Imagenette
+def test_imagenette_loads_an_imagenette_shaped_folder(tmp_path):
+    folder = DS.write_imagenette_like(tmp_path, num_classes=2, train_per_class=8, val_per_class=2)
+    assert folder == tmp_path / "imagenette2-160"
     s = D.load_dataset("imagenette", root=tmp_path, image_size=16)
     assert s.classes == ["tench", "English springer"]
     assert s.sizes()["test"] == 4 and s.sizes()["train"] + s.sizes()["val"] == 16
     assert s.test[0][0].shape == (3, 16, 16)
+    assert DS.verify_imagenette(folder) == {"train": 16, "val": 4}
 
 
-def test_imagenette_missing(tmp_path):
-    with pytest.raises(D.DatasetUnavailableError, match="imagenette2-160"):
+def test_imagenette_interrupted_extraction_is_caught_and_says_how_to_repair(tmp_path):
+    folder = DS.write_imagenette_like(tmp_path, num_classes=2, train_per_class=10, val_per_class=2)
+    next((folder / "val").rglob("*.JPEG")).unlink()
+    with pytest.raises(D.DatasetUnavailableError, match=r"incomplete: 1 of the 4 val images.*download=True"):
+        D.load_dataset("imagenette", root=tmp_path, image_size=16)
+    s = D.load_dataset("imagenette", root=tmp_path, image_size=16, verify=False)   # the learner's choice
+    assert s.sizes()["test"] == 3
+    (folder / DS.IMAGENETTE_LISTING).unlink()
+    with pytest.raises(D.DatasetUnavailableError, match="noisy_imagenette.csv"):
+        D.load_dataset("imagenette", root=tmp_path, image_size=16)
+
+
+def test_imagenette_missing_names_the_folder_and_what_to_do(tmp_path):
+    with pytest.raises(D.DatasetUnavailableError, match=r"imagenette2-160.*download=True.*BOOTCAMP_DATA.*digits"):
         D.load_dataset("imagenette", root=tmp_path)
+    with pytest.raises(D.DatasetUnavailableError, match="imagenette2-320"):
+        D.load_dataset("imagenette", root=tmp_path, size="320px")
+    with pytest.raises(ValueError, match="320px"):
+        D.load_dataset("imagenette", root=tmp_path, size="224px")
+
+
+def _serve_archive(monkeypatch, payload: bytes) -> list[str]:
+    """Replace torchvision's network fetch with one that writes ``payload``; returns the URLs it was asked for."""
+    import torchvision.datasets.utils as tv_utils
+
+    fetched: list[str] = []
+
+    def fake_urlretrieve(url, filename, chunk_size=0):
+        fetched.append(url)
+        Path(filename).write_bytes(payload)
+
+    monkeypatch.setattr(tv_utils, "_get_redirect_url", lambda url, max_hops=3: url)
+    monkeypatch.setattr(tv_utils, "_urlretrieve", fake_urlretrieve)
+    return fetched
+
+
+def test_imagenette_download_is_md5_checked_extracted_and_reused(tmp_path, monkeypatch):
+    import hashlib
+    import tarfile
+
+    from torchvision.datasets import Imagenette
+
+    DS.write_imagenette_like(tmp_path / "src", num_classes=2, train_per_class=10, val_per_class=2)
+    with tarfile.open(tmp_path / "archive.tgz", "w:gz") as tar:
+        tar.add(tmp_path / "src" / "imagenette2-160", arcname="imagenette2-160")
+    archive = (tmp_path / "archive.tgz").read_bytes()
+    url, _ = Imagenette._ARCHIVES["160px"]
+    monkeypatch.setitem(Imagenette._ARCHIVES, "160px", (url, hashlib.md5(archive).hexdigest()))
+    fetched = _serve_archive(monkeypatch, archive)
+    root = tmp_path / "data"
+    with pytest.raises(D.DatasetUnavailableError, match="download=True"):
+        D.load_dataset("imagenette", root=root, image_size=16)            # no download unless allowed
+    assert fetched == []
+    s = D.load_dataset("imagenette", root=root, image_size=16, download=True)
+    assert fetched == [url] and s.sizes()["test"] == 4 and (root / "imagenette2-160.tgz").is_file()
+    D.load_dataset("imagenette", root=root, image_size=16, download=True)  # reused: nothing fetched again
+    assert fetched == [url]
+
+
+def test_imagenette_download_that_fails_its_md5_check_says_so(tmp_path, monkeypatch):
+    _serve_archive(monkeypatch, b"<html>captive portal</html>")
+    with pytest.raises(D.DatasetUnavailableError, match="md5 check.*Delete the archive"):
+        D.load_dataset("imagenette", root=tmp_path, download=True)
+
+
+def test_imagenette_offline_download_names_the_offline_alternative(tmp_path, monkeypatch):
+    import torchvision.datasets.imagenette as imagenette_mod
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(imagenette_mod, "download_and_extract_archive", offline)
+    with pytest.raises(D.DatasetUnavailableError, match="no network.*digits"):
+        D.load_dataset("imagenette", root=tmp_path, download=True)
+
+
+# --------------------------------------------------------------------------------------------------- data folder
+def test_data_root_order_argument_then_environment_then_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv(DS.DATA_ENV_VAR, raising=False)
+    assert DS.data_root() == Path.home() / ".cache" / "gpu-bootcamp" / "data"
+    monkeypatch.setenv(DS.DATA_ENV_VAR, str(tmp_path / "env"))
+    assert DS.data_root() == tmp_path / "env"
+    assert DS.data_root(tmp_path / "given") == tmp_path / "given"
+    assert DS.data_root("~/x") == Path.home() / "x"
+
+
+def test_load_dataset_finds_files_under_the_environment_folder(tmp_path, monkeypatch):
+    DS.write_imagenette_like(tmp_path, num_classes=2, train_per_class=10, val_per_class=1)
+    monkeypatch.setenv(DS.DATA_ENV_VAR, str(tmp_path))
+    assert D.load_dataset("imagenette", image_size=16).sizes()["test"] == 2
 
 
 def test_compute_mean_std_matches_numpy():

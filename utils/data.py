@@ -1,15 +1,14 @@
-"""Datasets: the offline default (scikit-learn's digits) and CIFAR-10, Imagenette and ImageFolder via torchvision.
+"""Datasets: splits, the :class:`DataSplits` every loader returns, and the offline default (scikit-learn's digits).
 
 Every loader returns :class:`DataSplits`: stratified train/val/test splits that share no sample, normalised with
 statistics computed on the training split only, and a :meth:`DataSplits.loaders` method for DataLoaders.
+:func:`load_dataset` is the one entry point; CIFAR-10, Imagenette and ImageFolder trees come from torchvision
+through :mod:`utils.datasets`, which also decides where their files live (:func:`utils.datasets.data_root`).
 """
 from __future__ import annotations
 
 import os
-import pickle
-import urllib.error
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -19,7 +18,6 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from .seeding import make_generator, seed_worker
 
 DATASETS = ("digits", "cifar10", "imagenette", "imagefolder")
-DEFAULT_ROOT = "data"
 
 
 class DatasetUnavailableError(RuntimeError):
@@ -48,13 +46,18 @@ def stratified_split(labels: Sequence[int] | np.ndarray | torch.Tensor, val_frac
     holdout = val_fraction + test_fraction
     if holdout == 0:
         return idx, idx[:0], idx[:0]
-    train_idx, rest_idx = train_test_split(idx, test_size=holdout, stratify=y, random_state=seed)
-    if test_fraction == 0:
-        return np.sort(train_idx), np.sort(rest_idx), idx[:0]
-    if val_fraction == 0:
-        return np.sort(train_idx), idx[:0], np.sort(rest_idx)
-    val_idx, test_idx = train_test_split(rest_idx, test_size=test_fraction / holdout, stratify=y[rest_idx],
-                                         random_state=seed)
+    try:
+        train_idx, rest_idx = train_test_split(idx, test_size=holdout, stratify=y, random_state=seed)
+        if test_fraction == 0:
+            return np.sort(train_idx), np.sort(rest_idx), idx[:0]
+        if val_fraction == 0:
+            return np.sort(train_idx), idx[:0], np.sort(rest_idx)
+        val_idx, test_idx = train_test_split(rest_idx, test_size=test_fraction / holdout, stratify=y[rest_idx],
+                                             random_state=seed)
+    except ValueError as e:  # sklearn: a split would get fewer samples than there are classes
+        raise ValueError(f"cannot split {len(y)} samples of {len(np.unique(y))} classes into val_fraction="
+                         f"{val_fraction} and test_fraction={test_fraction} keeping class proportions ({e}). Every "
+                         "split needs at least one sample per class: use more samples, or a fraction of 0.") from e
     return np.sort(train_idx), np.sort(val_idx), np.sort(test_idx)
 
 
@@ -147,7 +150,8 @@ def check_batch_size(batch_size: Any, name: str = "batch_size") -> int:
     return int(batch_size)
 
 
-def _check_image_size(image_size: Any) -> int:
+def check_image_size(image_size: Any) -> int:
+    """Return ``image_size`` if it is an integer >= 8 (pixels per side), else raise a ValueError."""
     if isinstance(image_size, bool) or not isinstance(image_size, (int, np.integer)) or image_size < 8:
         raise ValueError(f"image_size must be an integer >= 8 (pixels per side), got {image_size!r}")
     return int(image_size)
@@ -161,7 +165,7 @@ def load_digits(image_size: int = 32, *, val_fraction: float = 0.15, test_fracti
     with the training split's mean and std."""
     from sklearn.datasets import load_digits as sk_load_digits
 
-    size = _check_image_size(image_size)
+    size = check_image_size(image_size)
     bunch = sk_load_digits()
     images = torch.tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0  # (N,1,8,8) in [0,1]
     if size != 8:
@@ -194,55 +198,11 @@ def stratified_subsample(labels: np.ndarray, n: int, seed: int, indices: np.ndar
     return keep
 
 
-# --------------------------------------------------------------------------------------------------- torchvision
-def _torchvision_cifar10():
-    from torchvision.datasets import CIFAR10
-    from torchvision.datasets.utils import check_integrity
-
-    class CheckedCIFAR10(CIFAR10):
-        """CIFAR10 that can skip the md5 checks (for small files made by tests or a trimmed copy)."""
-
-        def __init__(self, *args: Any, verify_checksums: bool = True, **kwargs: Any):
-            self.verify_checksums = verify_checksums
-            super().__init__(*args, **kwargs)
-
-        def _check_integrity(self) -> bool:
-            if self.verify_checksums:
-                return super()._check_integrity()
-            return all(os.path.isfile(os.path.join(self.root, self.base_folder, f))
-                       for f, _ in self.train_list + self.test_list)
-
-        def _load_meta(self) -> None:
-            path = os.path.join(self.root, self.base_folder, self.meta["filename"])
-            if self.verify_checksums and not check_integrity(path, self.meta["md5"]):
-                raise RuntimeError("Dataset metadata file not found or corrupted.")
-            with open(path, "rb") as f:
-                self.classes = pickle.load(f, encoding="latin1")[self.meta["key"]]
-            self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
-
-    return CheckedCIFAR10
-
-
-def _transforms(image_size: int, mean: Sequence[float] | None, std: Sequence[float] | None, augment: bool,
-                resize_from_larger: bool):
-    from torchvision.transforms import v2
-
-    steps: list[Any] = [v2.ToImage(), v2.RGB()]
-    if augment:
-        steps += [v2.RandomResizedCrop(image_size, scale=(0.35, 1.0), antialias=True), v2.RandomHorizontalFlip()]
-    elif resize_from_larger:
-        steps += [v2.Resize(int(round(image_size * 1.14)), antialias=True), v2.CenterCrop(image_size)]
-    else:
-        steps += [v2.Resize((image_size, image_size), antialias=True)]
-    steps.append(v2.ToDtype(torch.float32, scale=True))
-    if mean is not None and std is not None:
-        steps.append(v2.Normalize(list(mean), list(std)))
-    return v2.Compose(steps)
-
-
-def compute_mean_std(dataset: Dataset, max_samples: int = 2000, seed: int = 0) -> tuple[tuple[float, ...],
-                                                                                    tuple[float, ...]]:
-    """Per-channel mean and std of ``dataset``'s images (tensors in [0, 1]) over at most ``max_samples`` samples.
+# --------------------------------------------------------------------------------------------------- statistics
+def compute_mean_std(dataset: Dataset, max_samples: int = 2000, seed: int = 0,
+                     num_workers: int = 0) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel mean and std of ``dataset``'s images (tensors in [0, 1]) over at most ``max_samples`` samples,
+    read by ``num_workers`` DataLoader worker processes (0: in this process).
 
     Call it on the *training* split only: statistics from val/test would leak information into training.
     """
@@ -251,11 +211,13 @@ def compute_mean_std(dataset: Dataset, max_samples: int = 2000, seed: int = 0) -
         raise ValueError("cannot compute statistics of an empty dataset")
     rng = np.random.default_rng(seed)
     pick = rng.choice(n, size=min(n, max_samples), replace=False)
+    sample = torch.utils.data.Subset(dataset, pick.tolist())
+    images = (x for x, _ in DataLoader(sample, batch_size=None, num_workers=num_workers))
     total = torch.zeros(3, dtype=torch.float64)
     total_sq = torch.zeros(3, dtype=torch.float64)
     pixels = 0
-    for i in pick:
-        x = dataset[int(i)][0].to(torch.float64)
+    for image in images:
+        x = image.to(torch.float64)
         total += x.sum(dim=(1, 2))
         total_sq += (x * x).sum(dim=(1, 2))
         pixels += x.shape[1] * x.shape[2]
@@ -264,139 +226,35 @@ def compute_mean_std(dataset: Dataset, max_samples: int = 2000, seed: int = 0) -
     return tuple(mean.tolist()), tuple(std.tolist())
 
 
-def _download_error(name: str, root: Path, err: BaseException) -> DatasetUnavailableError:
-    return DatasetUnavailableError(
-        f"Could not download {name!r} into {root} ({type(err).__name__}: {err}). This machine may have no network. "
-        f"Work offline with load_dataset('digits') (bundled with scikit-learn), or copy the dataset into {root} "
-        "on a machine with a network and call again with download=False."
-    )
-
-
-def _missing_error(name: str, root: Path, expected: str) -> DatasetUnavailableError:
-    return DatasetUnavailableError(
-        f"{name!r} is not under {root} (expected {expected}). Pass download=True on a machine with a network, "
-        f"or use load_dataset('digits'), which works offline."
-    )
-
-
-def _build_splits(name: str, base_train: Dataset, base_test: Dataset | None, classes: list[str], image_size: int,
-                  val_fraction: float, test_fraction: float, seed: int, augment: bool,
-                  max_train_samples: int | None, resize_from_larger: bool) -> DataSplits:
-    labels = dataset_labels(base_train)
-    if base_test is None:  # one pool: split three ways
-        tr, va, te = stratified_split(labels, val_fraction, test_fraction, seed)
-        test_base, te_idx = base_train, te
-    else:  # an official test split exists: split the training pool into train/val only
-        tr, va, _ = stratified_split(labels, val_fraction, 0.0, seed)
-        test_base, te_idx = base_test, np.arange(len(base_test))
-    if max_train_samples is not None and max_train_samples < len(tr):
-        tr = np.sort(stratified_subsample(labels[tr], max_train_samples, seed, tr))
-    plain = _transforms(image_size, None, None, False, resize_from_larger)
-    mean, std = compute_mean_std(TransformedSubset(base_train, tr, plain), seed=seed)
-    eval_tf = _transforms(image_size, mean, std, False, resize_from_larger)
-    train_tf = _transforms(image_size, mean, std, augment, resize_from_larger)
-    return DataSplits(name, TransformedSubset(base_train, tr, train_tf), TransformedSubset(base_train, va, eval_tf),
-                      TransformedSubset(test_base, te_idx, eval_tf), list(classes), mean, std, image_size)
-
-
-def load_cifar10(root: str | os.PathLike = DEFAULT_ROOT, image_size: int = 32, *, download: bool = False,
-                 val_fraction: float = 0.1, seed: int = 0, augment: bool = False,
-                 max_train_samples: int | None = None, verify_checksums: bool = True) -> DataSplits:
-    """CIFAR-10 through torchvision: the official test split as test, a stratified val split from train."""
-    size = _check_image_size(image_size)
-    root = Path(root)
-    cls = _torchvision_cifar10()
-    try:
-        train = cls(str(root), train=True, download=download, verify_checksums=verify_checksums)
-        test = cls(str(root), train=False, download=False, verify_checksums=verify_checksums)
-    except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
-        raise _download_error("cifar10", root, e) from e
-    except RuntimeError as e:
-        if "not found or corrupted" in str(e):
-            raise _missing_error("cifar10", root, "cifar-10-batches-py/ with data_batch_1..5, test_batch and "
-                                 "batches.meta") from e
-        raise
-    return _build_splits("cifar10", train, test, list(train.classes), size, val_fraction, 0.0, seed, augment,
-                         max_train_samples, resize_from_larger=False)
-
-
-def load_imagenette(root: str | os.PathLike = DEFAULT_ROOT, image_size: int = 160, *, download: bool = False,
-                    size: str = "160px", val_fraction: float = 0.1, seed: int = 0, augment: bool = False,
-                    max_train_samples: int | None = None) -> DataSplits:
-    """Imagenette (10 easy ImageNet classes) through torchvision: its 'val' split as test, val from train."""
-    from torchvision.datasets import Imagenette
-
-    px = _check_image_size(image_size)
-    root = Path(root)
-    try:
-        train = Imagenette(str(root), split="train", size=size, download=download)
-        test = Imagenette(str(root), split="val", size=size, download=False)
-    except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
-        raise _download_error("imagenette", root, e) from e
-    except RuntimeError as e:
-        if "not found" in str(e).lower():
-            folder = {"full": "imagenette2", "320px": "imagenette2-320", "160px": "imagenette2-160"}.get(size, size)
-            raise _missing_error("imagenette", root, f"{folder}/train/<wnid>/*.JPEG and {folder}/val/...") from e
-        raise
-    classes = [c[0] if isinstance(c, tuple) else c for c in train.classes]
-    return _build_splits("imagenette", train, test, classes, px, val_fraction, 0.0, seed, augment,
-                         max_train_samples, resize_from_larger=True)
-
-
-def load_imagefolder(root: str | os.PathLike, image_size: int = 64, *, val_fraction: float = 0.15,
-                     test_fraction: float = 0.15, seed: int = 0, augment: bool = False,
-                     max_train_samples: int | None = None) -> DataSplits:
-    """Any ``root/<class>/<image>`` tree through torchvision's ImageFolder, split three ways (stratified).
-
-    If ``root`` has ``train/`` and ``test/`` (or ``val/``) folders, those are used as given and val comes from train.
-    """
-    from torchvision.datasets import ImageFolder
-
-    px = _check_image_size(image_size)
-    root = Path(root)
-    if not root.is_dir():
-        raise DatasetUnavailableError(f"ImageFolder root {root} does not exist. Point it at a folder of class "
-                                      "subfolders of images, or use load_dataset('digits'), which works offline.")
-    held_out = next((root / d for d in ("test", "val") if (root / d).is_dir()), None)
-    try:
-        if (root / "train").is_dir() and held_out is not None:
-            train, test = ImageFolder(str(root / "train")), ImageFolder(str(held_out))
-            return _build_splits("imagefolder", train, test, list(train.classes), px, val_fraction, 0.0, seed,
-                                 augment, max_train_samples, resize_from_larger=True)
-        pool = ImageFolder(str(root))
-    except FileNotFoundError as e:
-        raise DatasetUnavailableError(f"No images found under {root}: {e}. Expected root/<class>/<image>.png|jpg.") \
-            from e
-    return _build_splits("imagefolder", pool, None, list(pool.classes), px, val_fraction, test_fraction, seed,
-                         augment, max_train_samples, resize_from_larger=True)
-
-
-def load_dataset(name: str = "digits", *, image_size: int = 32, root: str | os.PathLike = DEFAULT_ROOT,
+def load_dataset(name: str = "digits", *, image_size: int = 32, root: str | os.PathLike | None = None,
                  download: bool = False, seed: int = 0, augment: bool = False,
                  max_train_samples: int | None = None, **kwargs: Any) -> DataSplits:
     """Load one of :data:`DATASETS` as :class:`DataSplits`. Only downloads when ``download=True``.
 
-    ``digits`` is the offline default. ``cifar10`` and ``imagenette`` need the files under ``root`` (or a network
-    and ``download=True``); ``imagefolder`` reads ``root`` as a tree of class folders.
+    ``digits`` is the offline default. ``cifar10`` and ``imagenette`` need the files under ``root`` (default
+    :func:`utils.datasets.data_root`: ``$BOOTCAMP_DATA`` or ``~/.cache/gpu-bootcamp/data``), or a network and
+    ``download=True``; ``imagefolder`` reads ``root`` as a tree of class folders.
     """
     key = str(name).strip().lower().replace("-", "").replace("_", "")
     if key == "digits":
         if augment:
             raise ValueError("augment=True is for the image-file datasets; digits are pre-computed tensors")
         return load_digits(image_size, seed=seed, max_train_samples=max_train_samples, **kwargs)
+    if key not in ("cifar10", "imagenette", "imagefolder"):
+        raise ValueError(f"Unknown dataset {name!r}. Choose one of {', '.join(DATASETS)} "
+                         "('digits' works offline and is the default).")
+    from . import datasets  # torchvision-backed loaders, imported only when asked for
+
+    common = dict(seed=seed, augment=augment, max_train_samples=max_train_samples, **kwargs)
     if key == "cifar10":
-        return load_cifar10(root, image_size, download=download, seed=seed, augment=augment,
-                            max_train_samples=max_train_samples, **kwargs)
+        return datasets.load_cifar10(root, image_size, download=download, **common)
     if key == "imagenette":
-        return load_imagenette(root, image_size, download=download, seed=seed, augment=augment,
-                               max_train_samples=max_train_samples, **kwargs)
-    if key == "imagefolder":
-        if download:
-            raise ValueError("imagefolder reads a local folder; there is nothing to download")
-        return load_imagefolder(root, image_size, seed=seed, augment=augment, max_train_samples=max_train_samples,
-                                **kwargs)
-    raise ValueError(f"Unknown dataset {name!r}. Choose one of {', '.join(DATASETS)} "
-                     "('digits' works offline and is the default).")
+        return datasets.load_imagenette(root, image_size, download=download, **common)
+    if download:
+        raise ValueError("imagefolder reads a local folder; there is nothing to download")
+    if root is None:
+        raise ValueError("imagefolder needs root=<a folder of class sub-folders of images>")
+    return datasets.load_imagefolder(root, image_size, **common)
 
 
 def synthetic_batch(batch_size: int, image_size: int, num_classes: int = 10, device: torch.device | str = "cpu",
