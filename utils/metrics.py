@@ -41,7 +41,8 @@ def confusion_matrix(preds: torch.Tensor, targets: torch.Tensor, num_classes: in
 
 
 def _safe_div(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
-    return torch.where(den > 0, num / den.clamp(min=1), torch.zeros_like(num))
+    # 0 where den == 0; den may be a fraction (F1's P + R), so no clamp to 1.
+    return torch.where(den > 0, num / torch.where(den > 0, den, torch.ones_like(den)), torch.zeros_like(num))
 
 
 @dataclass
