@@ -16,8 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-# SQLite lets one process write at a time; a grader that waits longer than SQLAlchemy's 5 s gives up with this.
-_DB_LOCKED = "database is locked"
 _CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "<quota> <period>" in microseconds, or "max <period>"
 
 
@@ -149,11 +147,14 @@ def grade_class(course: str | Path, assignment: str, *, jobs: int | None = None,
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         graded = list(pool.map(lambda s: _autograde_one(course, assignment, s, cell_timeout_s, env), to_grade))
     for o in graded:
-        if o.status == "failed" and _DB_LOCKED in o.message:  # lost a race for the gradebook: once more, alone
-            log(f"[grade] {o.student}: gradebook busy, grading again")
+        if o.status == "failed":
+            # A grader can fail for reasons outside the submission: the SQLite gradebook locked by another grader for
+            # longer than SQLite waits (5 s), or a kernel that did not start in time on an overloaded machine. So a
+            # failed student is graded once more, alone, after the others; a second failure is reported.
+            log(f"[grade] {o.student}: failed ({o.message[-120:]}); grading again, alone")
             o = _autograde_one(course, assignment, o.student, cell_timeout_s, env)
         if o.status == "failed":
-            log(f"[grade] {o.student}: FAILED: {o.message}")
+            log(f"[grade] {o.student}: FAILED twice: {o.message}")
         outcomes[o.student] = o
     result = [outcomes[s] for s in students]
     _fill_scores(course, assignment, result)
