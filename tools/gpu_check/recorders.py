@@ -403,6 +403,70 @@ def record_day13(ctx: Context) -> dict:
     return {"summary": summary, "rows": rows, "image_px": size, "batch": batch}
 
 
+# ----------------------------------------------------------------------------------------------------------- 14
+# technique -> the days that teach it (the rows Days 03-32 show as their full-size reference)
+FULL_SCALE_DAYS = {"baseline": "day06", "pinned": "day03", "tf32": "day11, day25", "bf16": "day11", "fp16": "day11",
+                   "channels_last": "day25", "checkpointing": "day13", "accumulation": "day12",
+                   "fast": "day14, day25, day26, day32"}
+
+
+@recorder("day14", 60, "ResNet50 at 224 px, batch 64, trained through the DataLoader (JPEG decoding and "
+                       "augmentation in worker processes) with one technique at a time "
+                       "(utils.full_scale.full_scale_run): images/s, data-wait share and peak memory, 40 steps each")
+def record_day14(ctx: Context) -> dict:
+    from utils.datasets import IMAGENETTE_FOLDERS, data_root, write_imagenette_like
+    from utils.full_scale import full_scale_data, full_scale_run
+    from utils.precision import has_native_bf16
+    from utils.techniques import TECHNIQUES
+
+    size, model, steps, batch = ctx.pick((32, "small_cnn", 4, 8), (224, "resnet50", 40, 64))
+    half = "bf16" if has_native_bf16(ctx.device) else "fp16"
+    techniques = ctx.pick(["baseline", "accumulation", "fast"],
+                          ["baseline", "pinned", "tf32", half, "channels_last", "checkpointing", "accumulation",
+                           "fast"])
+    workers = ctx.pick(0, None)
+    real = data_root() / IMAGENETTE_FOLDERS["320px"]
+    with tempfile.TemporaryDirectory() as tmp:
+        if real.is_dir() and not ctx.tiny:
+            source = f"Imagenette 320px from {data_root()}"
+            data = full_scale_data("imagenette", size, stats_workers=8)
+        else:   # no network on the GPU machine: JPEGs shaped like Imagenette's, for speed and memory only
+            write_imagenette_like(tmp, size=ctx.pick("160px", "320px"), train_per_class=ctx.pick(12, 26),
+                                  val_per_class=ctx.pick(3, 2), num_classes=ctx.pick(3, 10))
+            source = "generated Imagenette-shaped JPEGs (utils.datasets.write_imagenette_like): speed and memory only"
+            data = full_scale_data("imagenette", size, root=tmp, stats_workers=ctx.pick(0, 8))
+        rows, settings, skipped, used_workers = [], {}, [], None
+        for technique in techniques:
+            if ctx.left_s() < ctx.pick(0, 8):
+                skipped.append(technique)
+                continue
+            r = full_scale_run(technique, steps=steps, batch_size=batch, data=data, model=model,
+                               num_workers=workers, eval_batches=0, device=ctx.device, allow_cpu=ctx.tiny,
+                               progress=False)
+            rows.append({"technique": technique, "what": TECHNIQUES[technique][1],
+                         "days": FULL_SCALE_DAYS.get(technique, ""), "images_per_s": r.images_per_s,
+                         "data_wait_share": r.data_wait_share,
+                         "peak_memory_gib": r.peak_memory_bytes / GiB if r.peak_memory_bytes is not None else None,
+                         "timed_steps": steps - 3})
+            settings[technique], used_workers = r.settings, r.extras["num_workers"]
+            free_device_memory(ctx.device)
+    base = rows[0]
+    for r in rows:
+        r["speedup_vs_baseline"] = r["images_per_s"] / base["images_per_s"]
+        r["memory_vs_baseline"] = (r["peak_memory_gib"] / base["peak_memory_gib"]
+                                   if r["peak_memory_gib"] is not None else None)
+    summary = [f"{model} {size} px, batch {batch}, {used_workers} DataLoader workers, data: {source}"]
+    summary += [f"{r['technique']}: {r['images_per_s']:,.0f} images/s (x{r['speedup_vs_baseline']:.2f}), "
+                f"{r['data_wait_share']:.0%} of the time waiting for data"
+                + (f", peak {r['peak_memory_gib']:.2f} GiB (x{r['memory_vs_baseline']:.2f})"
+                   if r["peak_memory_gib"] is not None else "") for r in rows]
+    if skipped:
+        summary.append(f"not run (time budget spent): {', '.join(skipped)}")
+    summary.append("torch.compile is not in this table: compiling ResNet50's training step takes minutes")
+    return {"summary": summary, "rows": rows, "model": model, "image_px": size, "batch": batch, "data": source,
+            "num_workers": used_workers, "settings": settings}
+
+
 # ----------------------------------------------------------------------------------------------------------- 22
 @recorder("day22", 15, "torch.profiler over two ResNet50 training steps (224 px, batch 64, bf16 autocast): "
                        "key_averages and a trimmed Chrome trace")
