@@ -107,9 +107,12 @@ def describe_full_scale(technique: str = "baseline", minutes: float = 2.0, *, mo
     """One sentence saying what :func:`full_scale_run` would do on a CUDA GPU (for a notebook's CPU branch)."""
     if technique not in TECHNIQUES:
         raise ValueError(f"Unknown technique {technique!r}: choose one of {', '.join(TECHNIQUES)}")
-    return (f"On a CUDA GPU this cell trains {model} from scratch at {image_size} px on {dataset}, batch "
-            f"{batch_size}, for about {minutes:g} min with {TECHNIQUES[technique][1]}, then prints images/s (data "
-            "loading included), peak memory (torch.cuda.max_memory_allocated) and held-out accuracy.")
+    names = {"resnet50": "ResNet50", "resnet18": "ResNet18", "imagenette": "Imagenette",
+             "cifar10": "CIFAR-10 (upscaled)"}
+    return (f"On a CUDA GPU this cell trains {names.get(model, model)} from scratch at {image_size} px on "
+            f"{names.get(dataset, dataset)}, batch {batch_size}, for about {minutes:g} min with "
+            f"{TECHNIQUES[technique][1]}, then prints images/s (data loading included), peak memory "
+            "(torch.cuda.max_memory_allocated) and held-out accuracy.")
 
 
 def _endless(loader: Any) -> Iterator[Any]:

@@ -18,7 +18,7 @@ from .precision import has_native_bf16, resolve_amp
 
 @dataclass(frozen=True)
 class RunSettings:
-    """The knobs of a run. ``None`` leaves PyTorch's default."""
+    """The knobs of a run. ``None`` leaves the current setting (PyTorch's default unless something changed it)."""
 
     amp: str | None = None                   # "bf16", "fp16" (with a GradScaler) or "auto"; None: fp32 autocast-free
     tf32: bool | None = None                 # TF32 for fp32 matmuls and convolutions (utils.tf32.set_tf32)
