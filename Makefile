@@ -12,12 +12,12 @@ STAMP := $(VENV)/.installed
 # Tests use both cores; each notebook kernel gets one thread so two kernels do not fight over two cores.
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup lab test test-fast days hooks audit clean-venv
+.PHONY: setup lab test test-fast test-grader days hooks audit clean-venv
 
 # One day instead of all: `make days DAY=07`, `make test DAY=07` (DAY=07 and DAY=day07 both work).
 DAY_ID := $(if $(DAY),day$(patsubst day%,%,$(DAY)))
 # The test files whose ids name their day: `make test DAY=NN` runs their tests for that day (pytest -k dayNN).
-DAY_TESTS := tests/test_notebooks.py tests/test_grading.py
+DAY_TESTS := tests/test_notebooks.py tests/test_grading.py tests/test_grader_mutants.py
 CHECK_DAY = @test -d solutions/$(DAY_ID) || { echo "no solutions/$(DAY_ID): DAY is a two-digit day, e.g. DAY=07"; exit 2; }
 
 setup: $(STAMP)
@@ -52,12 +52,20 @@ lab: setup
 	JUPYTER_CONFIG_PATH="$(CURDIR)/.jupyter$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))" \
 		$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
-## The test command (.ci/run calls exactly this): set everything up and run the whole suite.
-## With DAY=NN: only that day's papermill run, nbgrader round trip and days/ freshness check (the edit loop).
+## The test command (.ci/run calls exactly this): set everything up and run the whole suite. Of the plausible wrong
+## answers in tests/grader_mutants/ it grades the first round of each day (the first one of every exercise).
+## With DAY=NN: only that day's papermill run, nbgrader round trip, days/ freshness check and all its wrong answers
+## (the edit loop).
 test: setup
 	$(if $(DAY_ID),$(CHECK_DAY))
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 900 \
+	$(if $(DAY_ID),,GRADER_ROUNDS=1) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 900 \
 		$(if $(DAY_ID),-k "$(DAY_ID)" $(DAY_TESTS))
+
+## Every plausible wrong answer in tests/grader_mutants/ graded by nbgrader, all rounds of every day (.ci/run runs
+## it after `make test`); DAY=NN for one day.
+test-grader: setup
+	$(if $(DAY_ID),$(CHECK_DAY))
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 1800 tests/test_grader_mutants.py $(if $(DAY_ID),-k "$(DAY_ID)")
 
 ## Unit tests only: no notebook, nbgrader, benchmark, subprocess or multi-process test (see the markers in
 ## pyproject.toml), for quick iteration on utils.

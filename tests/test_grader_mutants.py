@@ -10,7 +10,9 @@ day's rounds in one nbgrader process:
 - after grading, every test cell that no mutant of the round reaches must still score full marks. One that does not
   means a mutant reaches further than the notebook's names show (it changed a shared object, or crashed the kernel):
   every verdict it could have faked is graded again with its mutant alone, in a second autograde.
-A mutant is caught when its `caught_by` test cell scores less than its points.
+A mutant is caught when its `caught_by` test cell scores less than its points. Each submission costs one smoke-size
+run of the notebook, so `make test` grades round 1 of each day (the first mutant of every exercise: GRADER_ROUNDS=1)
+and `make test-grader` (run by .ci/run too) and `make test DAY=NN` grade every round.
 
 Fast checks (no notebook runs) keep the list from rotting: each mutant names a real solution cell and test cell of
 its day, and its `find` text occurs exactly once in that cell, so editing a solution fails here, by name, at once.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import os
 import re
 import resource
 import shutil
@@ -176,6 +179,17 @@ def plan_rounds(mutants: list[Mutant], reaches: dict[str, set[str]]) -> list[lis
     return rounds
 
 
+def rounds_to_grade() -> int | None:
+    """GRADER_ROUNDS=N grades only the first N rounds of each day (`make test` grades round 1, which holds the
+    first mutant of every exercise; `make test-grader` and `make test DAY=NN` grade them all). Unset: all."""
+    value = os.environ.get("GRADER_ROUNDS", "").strip()
+    if not value or value == "all":
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"GRADER_ROUNDS={value!r}: give a number of rounds (1 or more) or 'all'")
+    return int(value)
+
+
 def _children_cpu_s() -> float:
     # CPU seconds of finished child processes (nbgrader and its kernels): on a shared machine, the cost of the
     # grading itself, where wall time also counts everyone else's work.
@@ -185,13 +199,84 @@ def _children_cpu_s() -> float:
 
 def grade(day: str, course: Path, submissions: dict[str, list[Mutant]]) -> dict[str, dict[str, tuple[float, float]]]:
     """Submit the day's solution notebooks with each student's mutants applied; autograde them all at once."""
+    cells_of = {}
+    for c in day_cells(day):
+        cells_of.setdefault(c.notebook, set()).add(c.grade_id)
     for student, mutants in submissions.items():
         for nb in sorted((course / "solutions" / day).glob("*.ipynb")):
-            names = {c.grade_id for c in day_cells(day) if c.notebook == nb.name}
-            changes = [(m.cell, m.find, m.replace, label(day, m)) for m in mutants if m.cell in names]
+            changes = [(m.cell, m.find, m.replace, label(day, m)) for m in mutants if m.cell in cells_of[nb.name]]
             mutate_notebook(nb, course / "submitted" / student / day / nb.name, changes)
     nbgrader(course, "autograde", day, "--create", "--force", "--log-level=WARN", timeout=1800)
     return cell_scores(course, day, list(submissions))
+
+
+def doubtful(rounds: list[list[Mutant]], scores: list[dict[str, tuple[float, float]]], cells: list[Cell],
+             reaches: dict[str, set[str]]) -> list[Mutant]:
+    """Mutants whose verdict a round-mate may have faked, judged from the test cells that no mutant of a round
+    should reach but that lost points ("leaks"). A leak shows that a mutant of that round reaches further than the
+    notebook's names say: it may have failed any later test cell of its round (a crash, a hang), and any later
+    mutant of the same exercises as the leaked cell, in every round."""
+    position = {c.grade_id: c.position for c in cells if c.grade_id}
+    exercise, current = {}, ""
+    for c in cells:
+        current = c.grade_id if c.role == "solution" else current
+        if c.role == "tests":
+            exercise[c.grade_id] = current
+    tests = set(exercise)
+    learned: dict[str, set[str]] = {}     # solution cell -> exercises its mutants were seen to reach
+    out = []
+    for r, got in zip(rounds, scores):
+        reached = set().union(*(reaches[m.cell] | {m.caught_by} for m in r))
+        leaks = [t for t in tests - reached if got[t][0] < got[t][1]]
+        for o in r:
+            learned.setdefault(o.cell, set()).update(exercise[t] for t in leaks if position[t] > position[o.cell])
+        if leaks:
+            out += [m for m in r if any(o is not m and position[o.cell] < position[m.caught_by] for o in r)]
+    for r in rounds:
+        out += [m for m in r if m not in out and any(o is not m and position[o.cell] < position[m.caught_by] and
+                                                     exercise[m.caught_by] in learned[o.cell] for o in r)]
+    return out
+
+
+def _toy_day() -> list[Cell]:
+    # Exercise a defines f; b's solution calls f (b depends on a); c is independent, but a plain cell binds x from f
+    # and then rebinds it from nothing of a's, so c's test, which reads x, does not depend on a.
+    spec = [("a", "solution", "import math\ndef f(v):\n    return v + 1"), ("a_tests", "tests", "assert f(1) == 2"),
+            ("", "", "x = f(0)\nx = 3"),
+            ("b", "solution", "def g(v):\n    return 2 * f(v)"), ("b_tests", "tests", "assert g(1) == 4"),
+            ("c", "solution", "def h(v):\n    return [v for v in range(v)]"),
+            ("c_tests", "tests", "for v in range(2):\n    assert h(x) == [0, 1, 2]")]
+    return [Cell("toy.ipynb", i, gid, role, 1.0 if role == "tests" else 0.0, src, True)
+            for i, (gid, role, src) in enumerate(spec)]
+
+
+def _toy_mutant(cell: str, k: int) -> Mutant:
+    return Mutant(cell, f"find{k}", f"replace{k}", f"mistake {k} in {cell}", f"{cell}_tests")
+
+
+def test_reach_follows_names_not_rebound_ones():
+    assert reach(_toy_day()) == {"a": {"a_tests", "b_tests"}, "b": {"b_tests"}, "c": {"c_tests"}}
+
+
+def test_rounds_batch_independent_exercises_and_separate_dependent_ones():
+    a1, a2, b1, c1, c2 = (_toy_mutant(c, k) for c, k in [("a", 1), ("a", 2), ("b", 1), ("c", 1), ("c", 2)])
+    rounds = plan_rounds([a1, a2, b1, c1, c2], reach(_toy_day()))
+    assert rounds == [[a1, c1], [a2, c2], [b1]], "b's test calls a's f: a's mutants must not share b's rounds"
+
+
+def test_a_leak_sends_the_verdicts_it_may_have_faked_to_be_graded_alone():
+    cells = _toy_day()
+    a1, a2, b1, c1 = (_toy_mutant(c, k) for c, k in [("a", 1), ("a", 2), ("b", 1), ("c", 1)])
+    full = {"a_tests": (1.0, 1.0), "b_tests": (1.0, 1.0), "c_tests": (1.0, 1.0)}
+    lost = {t: {**full, t: (0.0, 1.0)} for t in full}
+    both = {**full, "a_tests": (0.0, 1.0), "c_tests": (0.0, 1.0)}
+    assert doubtful([[a1, c1], [a2]], [both, lost["a_tests"]], cells, reach(cells)) == []
+    # a2 alone also failed c's test, which a's names do not reach: a's mutants reach c, so c1's loss next to a1 may
+    # be a1's doing.
+    assert doubtful([[a1, c1], [a2]], [both, both], cells, reach(cells)) == [c1]
+    # A cell that no mutant of the round reaches lost points (here: a crash, or a broken solution): every verdict
+    # read after another mutant of that round ran is in doubt.
+    assert doubtful([[b1, c1]], [{**both, "b_tests": (0.0, 1.0)}], cells, reach(cells)) == [c1]
 
 
 @pytest.mark.parametrize("day", mutant_days())
@@ -235,35 +320,23 @@ def test_hidden_tests_catch_every_mutant(day: str, tmp_path: Path):
     mutants = load_mutants(day)
     cells = day_cells(day)
     reaches = reach(cells)
-    tests = {c.grade_id for c in cells if c.role == "tests"}
-    position = {c.grade_id: c.position for c in cells if c.grade_id}
-    rounds = plan_rounds(mutants, reaches)
+    rounds = plan_rounds(mutants, reaches)[:rounds_to_grade()]
+    mutants = [m for r in rounds for m in r]
 
     course = make_course_copy(tmp_path / "course", days=[day])
     nbgrader(course, "generate_assignment", day, "--force", "--log-level=WARN")
     start, cpu_start = time.perf_counter(), _children_cpu_s()
     got = grade(day, course, {f"round{k + 1}": r for k, r in enumerate(rounds)})
-    verdicts: dict[Mutant, tuple[float, float]] = {}
-    again: list[Mutant] = []
-    for k, r in enumerate(rounds):
-        scores = got[f"round{k + 1}"]
-        reached = set().union(*(reaches[m.cell] | {m.caught_by} for m in r))
-        leaks = [t for t in sorted(tests - reached) if scores[t][0] < scores[t][1]]
-        for m in r:
-            verdicts[m] = scores[m.caught_by]
-            # A round-mate that runs before m's test cell may have failed it, if it reaches further than expected.
-            if leaks and any(o is not m and position[o.cell] < position[m.caught_by] for o in r):
-                again.append(m)
-    rounds_graded = len(rounds)
-    if again:
+    round_scores = [got[f"round{k + 1}"] for k in range(len(rounds))]
+    verdicts = {m: s[m.caught_by] for r, s in zip(rounds, round_scores) for m in r}
+    again = doubtful(rounds, round_scores, cells, reaches)
+    if again:   # graded again, each alone, in a second nbgrader run
         shutil.rmtree(course / "submitted")
         alone = grade(day, course, {f"alone{i + 1}": [m] for i, m in enumerate(again)})
-        for i, m in enumerate(again):
-            verdicts[m] = alone[f"alone{i + 1}"][m.caught_by]
-        rounds_graded += len(again)
+        verdicts.update({m: alone[f"alone{i + 1}"][m.caught_by] for i, m in enumerate(again)})
     seconds, cpu = time.perf_counter() - start, _children_cpu_s() - cpu_start
-    record_timing("autograde mutants", f"{day}: {len(mutants)} mutants, {rounds_graded} submissions, "
-                                       f"{cpu:.0f} s CPU", seconds)
+    record_timing("autograde mutants", f"{day}: {len(mutants)} mutants, {len(rounds)} rounds + {len(again)} "
+                                       f"alone, {cpu:.0f} s CPU", seconds)
 
     missed = [f"{label(day, m)}: {m.caught_by} scored {s:g}/{mx:g} with {m.find!r} -> {m.replace!r}"
               for m, (s, mx) in verdicts.items() if s >= mx]
