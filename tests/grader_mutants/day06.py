@@ -1,11 +1,4 @@
-"""Day 06: plausible wrong answers to train_one_epoch and evaluate.
-
-Known hole, not listed until the hidden test is fixed (the tests run on "cpu", where a missing .to(device) changes
-nothing; a fake device, e.g. a patched Tensor.to or a model that records its inputs' device, would catch it):
-    Mutant(cell="day06_train_one_epoch",
-           find="images, targets = images.to(device), targets.to(device)", replace="pass",
-           why="forgot to move the batch to the device", caught_by="day06_train_one_epoch_tests")
-"""
+"""Day 06: plausible wrong answers to train_one_epoch and evaluate."""
 from grader_mutants import Mutant
 
 MUTANTS = [
@@ -39,10 +32,35 @@ MUTANTS = [
     Mutant(cell="day06_evaluate",
            find="correct += (outputs.argmax(dim=1) == targets).sum().item()\n"
                 "            seen += n\n"
+                "    for m, training in modes.items():\n"
+                "        m.training = training\n"
                 "    return total_loss / seen, correct / seen",
            replace="correct += (outputs.argmax(dim=1) == targets).float().mean().item()\n"
                    "            seen += n\n"
+                   "    for m, training in modes.items():\n"
+                   "        m.training = training\n"
                    "    return total_loss / seen, correct / len(loader)",
            why="the accuracy is a mean of batch accuracies, not correct samples / samples",
+           caught_by="day06_evaluate_tests"),
+    Mutant(cell="day06_train_one_epoch",
+           find="images, targets = images.to(device), targets.to(device)", replace="pass",
+           why="forgot to move the batch to the device (invisible on a CPU, a crash on the first GPU)",
+           caught_by="day06_train_one_epoch_tests"),
+    Mutant(cell="day06_train_one_epoch",
+           find="images, targets = images.to(device), targets.to(device)", replace="images = images.to(device)",
+           why="moved the images but not the targets",
+           caught_by="day06_train_one_epoch_tests"),
+    Mutant(cell="day06_evaluate",
+           find="images, targets = images.to(device), targets.to(device)", replace="pass",
+           why="forgot to move the batch to the device in the evaluation loop",
+           caught_by="day06_evaluate_tests"),
+    Mutant(cell="day06_evaluate",
+           find="    for m, training in modes.items():\n        m.training = training\n", replace="",
+           why="left the model in eval mode: the caller's next epoch trains with frozen BatchNorm and no Dropout",
+           caught_by="day06_evaluate_tests"),
+    Mutant(cell="day06_evaluate",
+           find="    for m, training in modes.items():\n        m.training = training\n",
+           replace="    model.train(modes[model])\n",
+           why="restored the model's own mode with model.train(was_training), which wakes up a frozen BatchNorm",
            caught_by="day06_evaluate_tests"),
 ]
