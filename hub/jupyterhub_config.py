@@ -3,7 +3,7 @@
 Production, on one GPU machine with Docker (hub/README.md has every step):
 
     docker build -t gpu-bootcamp . && docker build -t gpu-bootcamp-hub -f hub/Dockerfile .
-    COURSE_ROSTER=/srv/jupyterhub/roster.txt jupyterhub -f hub/jupyterhub_config.py
+    sudo COURSE_ROSTER=/srv/jupyterhub/roster.txt .venv/bin/jupyterhub -f hub/jupyterhub_config.py
 
 A trial on one machine without Docker (what tests/test_hub.py starts; every user runs as the hub's own Unix user,
 with no isolation between them, so never for a real class):
@@ -14,6 +14,7 @@ with no isolation between them, so never for a real class):
 Environment: COURSE_ROSTER (a file, one user name per line, ``instructor:`` before instructors' names),
 COURSE_HUB_SPAWNER (``docker`` or ``local``), COURSE_HUB_DATA (the hub's database, cookie secret, and in local
 mode the users' homes and the exchange), COURSE_IMAGE, COURSE_MEM_LIMIT, COURSE_CPU_LIMIT, COURSE_GPUS,
+COURSE_HUB_BRIDGE_IP (where containers reach the hub: the Docker bridge's address on the host),
 COURSE_HUB_PASSWORD and COURSE_HUB_ADMIN_PASSWORD (local mode only: the students' and the instructors' shared
 passwords), COURSE_HUB_PROXY (the configurable-http-proxy command).
 """

@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,8 +144,12 @@ def grade_class(course: str | Path, assignment: str, *, jobs: int | None = None,
         pass
     env = _grader_env(jobs)
     log(f"[grade] {len(to_grade)} submission(s), {min(jobs, max(1, len(to_grade)))} grader(s) at once")
+    graded: list[GradeOutcome] = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        graded = list(pool.map(lambda s: _autograde_one(course, assignment, s, cell_timeout_s, env), to_grade))
+        running = [pool.submit(_autograde_one, course, assignment, s, cell_timeout_s, env) for s in to_grade]
+        for done, future in enumerate(as_completed(running), 1):
+            graded.append(future.result())
+            log(f"[grade] {graded[-1].student}: {graded[-1].status} ({done}/{len(to_grade)})")
     for o in graded:
         if o.status == "failed":
             # A grader can fail for reasons outside the submission: the SQLite gradebook locked by another grader for
