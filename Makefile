@@ -53,12 +53,12 @@ lab: setup
 		$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
 ## The test command (.ci/run calls exactly this): set everything up and run the whole suite. Of the plausible wrong
-## answers in tests/grader_mutants/ it grades the first round of each day (the first one of every exercise).
+## answers in tests/grader_mutants/ it grades the first one of every exercise (about one notebook run a day).
 ## With DAY=NN: only that day's papermill run, nbgrader round trip, days/ freshness check and all its wrong answers
 ## (the edit loop).
 test: setup
 	$(if $(DAY_ID),$(CHECK_DAY))
-	$(if $(DAY_ID),,GRADER_ROUNDS=1) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 900 \
+	$(if $(DAY_ID),,GRADER_MUTANTS=1) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 900 \
 		$(if $(DAY_ID),-k "$(DAY_ID)" $(DAY_TESTS))
 
 ## Every plausible wrong answer in tests/grader_mutants/ graded by nbgrader, all rounds of every day (.ci/run runs

@@ -11,8 +11,8 @@ day's rounds in one nbgrader process:
   means a mutant reaches further than the notebook's names show (it changed a shared object, or crashed the kernel):
   every verdict it could have faked is graded again with its mutant alone, in a second autograde.
 A mutant is caught when its `caught_by` test cell scores less than its points. Each submission costs one smoke-size
-run of the notebook, so `make test` grades round 1 of each day (the first mutant of every exercise: GRADER_ROUNDS=1)
-and `make test-grader` (run by .ci/run too) and `make test DAY=NN` grade every round.
+run of the notebook, so `make test` grades the first mutant of every exercise (GRADER_MUTANTS=1: round 1 of most
+days), and `make test-grader` (run by .ci/run too) and `make test DAY=NN` grade them all.
 
 Fast checks (no notebook runs) keep the list from rotting: each mutant names a real solution cell and test cell of
 its day, and its `find` text occurs exactly once in that cell, so editing a solution fails here, by name, at once.
@@ -179,15 +179,22 @@ def plan_rounds(mutants: list[Mutant], reaches: dict[str, set[str]]) -> list[lis
     return rounds
 
 
-def rounds_to_grade() -> int | None:
-    """GRADER_ROUNDS=N grades only the first N rounds of each day (`make test` grades round 1, which holds the
-    first mutant of every exercise; `make test-grader` and `make test DAY=NN` grade them all). Unset: all."""
-    value = os.environ.get("GRADER_ROUNDS", "").strip()
+def mutants_to_grade(mutants: list[Mutant]) -> list[Mutant]:
+    """GRADER_MUTANTS=N keeps the first N mutants of each exercise: `make test` sets 1, so every exercise keeps one
+    graded wrong answer for about one submission per day. Unset or 'all' (`make test-grader`, `make test DAY=NN`):
+    every mutant."""
+    value = os.environ.get("GRADER_MUTANTS", "").strip()
     if not value or value == "all":
-        return None
+        return mutants
     if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"GRADER_ROUNDS={value!r}: give a number of rounds (1 or more) or 'all'")
-    return int(value)
+        raise ValueError(f"GRADER_MUTANTS={value!r}: give a number of mutants per exercise (1 or more) or 'all'")
+    kept: dict[str, int] = {}
+    out = []
+    for m in mutants:
+        kept[m.cell] = kept.get(m.cell, 0) + 1
+        if kept[m.cell] <= int(value):
+            out.append(m)
+    return out
 
 
 def _children_cpu_s() -> float:
@@ -320,8 +327,8 @@ def test_hidden_tests_catch_every_mutant(day: str, tmp_path: Path):
     mutants = load_mutants(day)
     cells = day_cells(day)
     reaches = reach(cells)
-    rounds = plan_rounds(mutants, reaches)[:rounds_to_grade()]
-    mutants = [m for r in rounds for m in r]
+    mutants = mutants_to_grade(mutants)
+    rounds = plan_rounds(mutants, reaches)
 
     course = make_course_copy(tmp_path / "course", days=[day])
     nbgrader(course, "generate_assignment", day, "--force", "--log-level=WARN")
