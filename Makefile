@@ -61,8 +61,8 @@ test: setup
 	$(if $(DAY_ID),,GRADER_MUTANTS=1) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 900 \
 		$(if $(DAY_ID),-k "$(DAY_ID)" $(DAY_TESTS))
 
-## Every plausible wrong answer in tests/grader_mutants/ graded by nbgrader, all rounds of every day (.ci/run runs
-## it after `make test`); DAY=NN for one day.
+## Every plausible wrong answer in tests/grader_mutants/ graded by nbgrader, all rounds of every day; DAY=NN for one
+## day. .ci/run runs it after `make test` with GRADER_MUTANTS=rest (the ones make test did not grade).
 test-grader: setup
 	$(if $(DAY_ID),$(CHECK_DAY))
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 1800 tests/test_grader_mutants.py $(if $(DAY_ID),-k "$(DAY_ID)")

@@ -12,7 +12,7 @@ day's rounds in one nbgrader process:
   every verdict it could have faked is graded again with its mutant alone, in a second autograde.
 A mutant is caught when its `caught_by` test cell scores less than its points. Each submission costs one smoke-size
 run of the notebook, so `make test` grades the first mutant of every exercise (GRADER_MUTANTS=1: round 1 of most
-days), and `make test-grader` (run by .ci/run too) and `make test DAY=NN` grade them all.
+days), `make test-grader` and `make test DAY=NN` grade them all, and .ci/run grades the rest after `make test`.
 
 Fast checks (no notebook runs) keep the list from rotting: each mutant names a real solution cell and test cell of
 its day, and its `find` text occurs exactly once in that cell, so editing a solution fails here, by name, at once.
@@ -181,18 +181,18 @@ def plan_rounds(mutants: list[Mutant], reaches: dict[str, set[str]]) -> list[lis
 
 def mutants_to_grade(mutants: list[Mutant]) -> list[Mutant]:
     """GRADER_MUTANTS=N keeps the first N mutants of each exercise: `make test` sets 1, so every exercise keeps one
-    graded wrong answer for about one submission per day. Unset or 'all' (`make test-grader`, `make test DAY=NN`):
-    every mutant."""
+    graded wrong answer for about one submission per day. 'rest' keeps the others (.ci/run, after `make test`).
+    Unset or 'all' (`make test-grader`, `make test DAY=NN`): every mutant."""
     value = os.environ.get("GRADER_MUTANTS", "").strip()
     if not value or value == "all":
         return mutants
-    if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"GRADER_MUTANTS={value!r}: give a number of mutants per exercise (1 or more) or 'all'")
-    kept: dict[str, int] = {}
+    if value != "rest" and (not value.isdigit() or int(value) < 1):
+        raise ValueError(f"GRADER_MUTANTS={value!r}: a number of mutants per exercise (1 or more), 'rest' or 'all'")
+    rank: dict[str, int] = {}
     out = []
     for m in mutants:
-        kept[m.cell] = kept.get(m.cell, 0) + 1
-        if kept[m.cell] <= int(value):
+        rank[m.cell] = rank.get(m.cell, 0) + 1
+        if (rank[m.cell] > 1) if value == "rest" else (rank[m.cell] <= int(value)):
             out.append(m)
     return out
 
@@ -286,6 +286,16 @@ def test_a_leak_sends_the_verdicts_it_may_have_faked_to_be_graded_alone():
     assert doubtful([[b1, c1]], [{**both, "b_tests": (0.0, 1.0)}], cells, reach(cells)) == [c1]
 
 
+def test_grader_mutants_picks_the_first_of_each_exercise_or_the_rest(monkeypatch):
+    a1, a2, b1, a3 = (_toy_mutant(c, k) for c, k in [("a", 1), ("a", 2), ("b", 1), ("a", 3)])
+    for value, want in [("1", [a1, b1]), ("2", [a1, a2, b1]), ("rest", [a2, a3]), ("all", [a1, a2, b1, a3])]:
+        monkeypatch.setenv("GRADER_MUTANTS", value)
+        assert mutants_to_grade([a1, a2, b1, a3]) == want, value
+    monkeypatch.setenv("GRADER_MUTANTS", "0")
+    with pytest.raises(ValueError, match="GRADER_MUTANTS"):
+        mutants_to_grade([a1])
+
+
 @pytest.mark.parametrize("day", mutant_days())
 def test_mutants_name_real_cells_and_text(day: str):
     """Fast: the list is well formed and still matches the solutions (make test-fast runs this)."""
@@ -328,6 +338,8 @@ def test_hidden_tests_catch_every_mutant(day: str, tmp_path: Path):
     cells = day_cells(day)
     reaches = reach(cells)
     mutants = mutants_to_grade(mutants)
+    if not mutants:
+        pytest.skip(f"{day}: no mutant left to grade with GRADER_MUTANTS={os.environ.get('GRADER_MUTANTS')}")
     rounds = plan_rounds(mutants, reaches)
 
     course = make_course_copy(tmp_path / "course", days=[day])
