@@ -16,7 +16,7 @@ from instructor.grading import grade_class
 
 # Day 26 is among the cheapest days to execute at smoke size; 30 submissions of it take minutes, not a quarter hour.
 DAY = "day26"
-POINTS = {"train_step": 3, "atomic_save": 3}
+POINTS = {"train_step": 3, "atomic_save": 3, "resumable_script": 4}
 FULL = sum(POINTS.values())
 CLIP_BEFORE_UNSCALE = (
     "    scaler.scale(loss).backward()\n    scaler.unscale_(optimizer)\n"
