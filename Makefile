@@ -54,15 +54,15 @@ lab: setup
 
 ## The test command (.ci/run calls exactly this): set everything up and run the whole suite. Of the plausible wrong
 ## answers in tests/grader_mutants/ it grades the first one of every exercise (about one notebook run a day).
-## With DAY=NN: only that day's papermill run, nbgrader round trip, days/ freshness check and all its wrong answers
-## (the edit loop).
+## With DAY=NN: only that day's papermill run, nbgrader round trip, days/ freshness check and the first wrong answer
+## of each of its exercises (the edit loop; `make test-grader DAY=NN` grades all of that day's wrong answers).
 test: setup
 	$(if $(DAY_ID),$(CHECK_DAY))
-	$(if $(DAY_ID),,GRADER_MUTANTS=1) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 900 \
+	GRADER_MUTANTS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 900 \
 		$(if $(DAY_ID),-k "$(DAY_ID)" $(DAY_TESTS))
 
 ## Every plausible wrong answer in tests/grader_mutants/ graded by nbgrader, all rounds of every day; DAY=NN for one
-## day. .ci/run runs it after `make test` with GRADER_MUTANTS=rest (the ones make test did not grade).
+## day. Run it after changing an exercise or its tests (CI runs `make test`, which grades the first of each).
 test-grader: setup
 	$(if $(DAY_ID),$(CHECK_DAY))
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 1800 tests/test_grader_mutants.py $(if $(DAY_ID),-k "$(DAY_ID)")

@@ -11,8 +11,8 @@ day's rounds in one nbgrader process:
   means a mutant reaches further than the notebook's names show (it changed a shared object, or crashed the kernel):
   every verdict it could have faked is graded again with its mutant alone, in a second autograde.
 A mutant is caught when its `caught_by` test cell scores less than its points. Each submission costs one smoke-size
-run of the notebook, so `make test` grades the first mutant of every exercise (GRADER_MUTANTS=1: round 1 of most
-days), `make test-grader` and `make test DAY=NN` grade them all, and .ci/run grades the rest after `make test`.
+run of the notebook, so `make test` (and `make test DAY=NN`) grades the first mutant of every exercise
+(GRADER_MUTANTS=1: round 1 of most days), and `make test-grader` (with DAY=NN for one day) grades them all.
 
 Fast checks (no notebook runs) keep the list from rotting: each mutant names a real solution cell and test cell of
 its day, and its `find` text occurs exactly once in that cell, so editing a solution fails here, by name, at once.
@@ -181,8 +181,8 @@ def plan_rounds(mutants: list[Mutant], reaches: dict[str, set[str]]) -> list[lis
 
 def mutants_to_grade(mutants: list[Mutant]) -> list[Mutant]:
     """GRADER_MUTANTS=N keeps the first N mutants of each exercise: `make test` sets 1, so every exercise keeps one
-    graded wrong answer for about one submission per day. 'rest' keeps the others (.ci/run, after `make test`).
-    Unset or 'all' (`make test-grader`, `make test DAY=NN`): every mutant."""
+    graded wrong answer for about one submission per day. 'rest' keeps the others. Unset or 'all'
+    (`make test-grader`): every mutant."""
     value = os.environ.get("GRADER_MUTANTS", "").strip()
     if not value or value == "all":
         return mutants
