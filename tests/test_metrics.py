@@ -77,3 +77,10 @@ def test_collect_predictions_uses_eval_mode_and_restores_it():
     assert p.targets.tolist() == [0] * 6 + [1] * 4 and p.targets.dtype == torch.int64
     assert model.training
     assert p.preds.tolist() == x.argmax(1).tolist()
+
+
+def test_f1_divides_by_precision_plus_recall_below_one():
+    # Class 0: precision 1/2, recall 1/4, so F1 = 2PR/(P+R) = 1/3 (a denominator clamped to 1 would give 1/4).
+    report = classification_report(torch.tensor([[1, 3], [1, 0]]))
+    assert abs(report.f1[0].item() - 1 / 3) < 1e-12
+    assert report.f1[1].item() == 0.0
