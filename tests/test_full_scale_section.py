@@ -1,0 +1,58 @@
+"""utils.full_scale_section: a day's full-size section runs on a CPU at toy size, and without a GPU or without the
+dataset it explains and shows the recorded results instead of raising (no network: the data folder is written here)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from utils.datasets import write_imagenette_like
+from utils.full_scale import FullScaleResult
+from utils.full_scale_section import compare_full_scale, full_scale_section
+from utils.profiling import provenance, write_recorded
+
+TOY = dict(model="small_cnn", image_size=32, batch_size=8, num_workers=0, progress=False, steps=2, eval_batches=1)
+
+
+def test_without_a_gpu_it_describes_the_runs_and_says_nothing_is_recorded(tmp_path, capsys):
+    assert full_scale_section(["baseline", "bf16"], day="day99", device="cpu", results_root=str(tmp_path)) == []
+    out = capsys.readouterr().out
+    assert "skipped" in out and out.count("On a CUDA GPU this cell trains ResNet50") == 2
+    assert "bf16 autocast" in out and "No recorded GPU result yet" in out
+
+
+def test_without_a_gpu_it_shows_the_recorded_result(tmp_path, capsys):
+    write_recorded(tmp_path / "day99" / "h200.json", {"what": "ResNet50 bf16", "summary": ["2.5x faster"]},
+                   provenance("cpu", "python tools/gpu_check.py --only day99"))
+    full_scale_section(["baseline"], day="day99", device="cpu", results_root=str(tmp_path))
+    out = capsys.readouterr().out
+    assert "2.5x faster" in out and "gpu_check.py --only day99" in out
+
+
+def test_an_unknown_technique_raises_before_anything_runs(tmp_path):
+    with pytest.raises(ValueError, match="Unknown technique 'bf17'"):
+        full_scale_section(["baseline", "bf17"], day="day99", device="cpu", results_root=str(tmp_path))
+    with pytest.raises(ValueError, match="at least one technique"):
+        full_scale_section([], day="day99")
+
+
+def test_missing_data_explains_and_falls_back_instead_of_raising(tmp_path, capsys):
+    results = full_scale_section(["baseline"], day="day99", root=tmp_path / "empty", download=False,
+                                 device="cpu", allow_cpu=True, results_root=str(tmp_path), **TOY)
+    out = capsys.readouterr().out
+    assert results == [] and "could not get it" in out and "download=True" in out
+    assert "No recorded GPU result yet" in out
+
+
+def test_toy_runs_share_the_data_and_are_compared_with_the_first(tmp_path, capsys):
+    write_imagenette_like(tmp_path, num_classes=3, train_per_class=8, val_per_class=2)
+    results = full_scale_section(["baseline", "accumulation"], day="day99", root=tmp_path, download=False,
+                                 device="cpu", allow_cpu=True, results_root=str(tmp_path), **TOY)
+    assert [r.technique for r in results] == ["baseline", "accumulation"]
+    assert all(isinstance(r, FullScaleResult) and r.optimizer_steps == 2 for r in results)
+    assert results[1].micro_batch_size == 2            # 8 images in 4 micro-batches
+    out = capsys.readouterr().out
+    assert "x base" in out and out.count("small_cnn") == 2
+    table = compare_full_scale(results).splitlines()
+    assert table[1].split()[2] == "1.00"                # the baseline against itself
+    assert json.dumps(results[0].as_dict())             # plain data, ready to record

@@ -1,0 +1,83 @@
+"""The "at full scale" section of a day, in one call: :func:`full_scale_section`.
+
+On a CUDA GPU it trains torchvision's ResNet50 at 224 px on Imagenette once per technique (through
+:func:`utils.full_scale.full_scale_run`, the data loaded once and shared) and prints each run and a comparison with
+the first. Anywhere else, or when the data cannot be had (an offline GPU machine without the download), it says what
+the cell would do, why it did not, and shows the day's recorded GPU result (``results/dayNN/``) or says there is
+none. It never raises for a missing GPU or dataset: a notebook must run top to bottom everywhere.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import torch
+
+from .datasets import DatasetUnavailableError
+from .device import pick_device
+from .full_scale import FullScaleResult, describe_full_scale, full_scale_data, full_scale_run
+from .profiling import recorded_report
+
+
+def compare_full_scale(results: Sequence[FullScaleResult]) -> str:
+    """A text table of ``results``: images/s, peak memory (GiB), accuracy, and speed and memory relative to the
+    first result (the baseline)."""
+    if not results:
+        raise ValueError("compare_full_scale needs at least one FullScaleResult")
+    base = results[0]
+    lines = [f"{'technique':<16} {'images/s':>9} {'x base':>7} {'peak GiB':>9} {'x base':>7} {'accuracy':>9}"]
+    for r in results:
+        speed = r.images_per_s / base.images_per_s if base.images_per_s else float("nan")
+        if r.peak_memory_bytes is not None and base.peak_memory_bytes:
+            peak, mem = f"{r.peak_memory_bytes / 2**30:>9.2f}", f"{r.peak_memory_bytes / base.peak_memory_bytes:>7.2f}"
+        else:
+            peak, mem = f"{'-':>9}", f"{'-':>7}"
+        acc = f"{r.accuracy:>9.1%}" if r.accuracy is not None else f"{'-':>9}"
+        lines.append(f"{r.technique:<16} {r.images_per_s:>9,.0f} {speed:>7.2f} {peak} {mem} {acc}")
+    return "\n".join(lines)
+
+
+def full_scale_section(techniques: Sequence[str], *, day: str, minutes: float | None = 2.0, dataset: str = "imagenette",
+                       image_size: int = 224, root: str | os.PathLike | None = None, download: bool = True,
+                       device: str | torch.device = "auto", allow_cpu: bool = False, results_root: str | None = None,
+                       **run_kwargs: Any) -> list[FullScaleResult]:
+    """Run ``techniques`` (keys of :data:`utils.techniques.TECHNIQUES`, the first is the baseline) at full size and
+    print the results, or explain why not and print ``day``'s recorded GPU results. Returns the measured results
+    (``[]`` when nothing ran).
+
+    Args:
+        day: e.g. ``"day25"``: where the recorded results live (``results/day25/``).
+        minutes: training time per technique, setup and evaluation not counted (see :func:`full_scale_run`).
+        download: fetch the dataset into :func:`utils.datasets.data_root` on first use (about 1.5 GB for
+            Imagenette at 320 px); an offline machine falls back to the recorded results.
+        allow_cpu: run off CUDA too (tests only, with toy ``run_kwargs`` such as ``model="small_cnn"``).
+        run_kwargs: passed to every :func:`full_scale_run` (``steps``, ``batch_size``, ``model``, knob overrides).
+    """
+    if not techniques:
+        raise ValueError("full_scale_section needs at least one technique, e.g. ['baseline', 'bf16']")
+    for technique in techniques:
+        describe_full_scale(technique)                 # raises on an unknown name before anything runs
+    dev = pick_device(device)
+    if dev.type != "cuda" and not allow_cpu:
+        print(f"This run is on {dev}, so the full-size runs are skipped.")
+        for technique in techniques:
+            print(" - " + describe_full_scale(technique, minutes or 0, image_size=image_size, dataset=dataset,
+                                               model=run_kwargs.get("model", "resnet50"),
+                                               batch_size=run_kwargs.get("batch_size", 64)))
+        print(recorded_report(day, results_root))
+        return []
+    try:
+        data = full_scale_data(dataset, image_size, root=root, download=download)
+    except DatasetUnavailableError as err:
+        print(f"The full-size runs need the {dataset} dataset and could not get it:\n{err}")
+        print(recorded_report(day, results_root))
+        return []
+    results = []
+    for technique in techniques:
+        result = full_scale_run(technique, minutes=minutes, data=data, image_size=image_size, device=dev,
+                                allow_cpu=allow_cpu, **run_kwargs)
+        print(result.summary())
+        results.append(result)
+    if len(results) > 1:
+        print(compare_full_scale(results))
+    return results
