@@ -56,3 +56,28 @@ def test_toy_runs_share_the_data_and_are_compared_with_the_first(tmp_path, capsy
     table = compare_full_scale(results).splitlines()
     assert table[1].split()[2] == "1.00"                # the baseline against itself
     assert json.dumps(results[0].as_dict())             # plain data, ready to record
+
+
+def test_a_technique_with_overrides_runs_under_its_label(tmp_path, capsys):
+    write_imagenette_like(tmp_path, num_classes=3, train_per_class=8, val_per_class=2)
+    results = full_scale_section(["bf16", ("bf16+channels_last", "bf16", {"channels_last": True})], day="day99",
+                                 root=tmp_path, download=False, device="cpu", allow_cpu=True,
+                                 results_root=str(tmp_path), **TOY)
+    assert [r.technique for r in results] == ["bf16", "bf16+channels_last"]
+    assert [r.settings["channels_last"] for r in results] == [False, True]
+    assert all(r.settings["amp"] == "bf16" for r in results)
+    assert results[1].extras["technique"] == "bf16" and results[1].extras["overrides"] == {"channels_last": True}
+    assert "bf16+channels_last" in compare_full_scale(results)
+
+
+def test_overrides_are_described_without_a_gpu_and_checked_before_anything_runs(tmp_path, capsys):
+    full_scale_section(["bf16", ("bf16+fused", "bf16", {"optimizer_impl": "fused"})], day="day99", device="cpu",
+                       results_root=str(tmp_path))
+    out = capsys.readouterr().out
+    assert "bf16+fused:" in out and "optimizer_impl='fused'" in out
+    with pytest.raises(ValueError, match="Unknown setting"):
+        full_scale_section([("bf16+cl", "bf16", {"channel_last": True})], day="day99", device="cpu")
+    with pytest.raises(ValueError, match="Unknown technique 'bf17'"):
+        full_scale_section([("x", "bf17", {})], day="day99", device="cpu")
+    with pytest.raises(ValueError, match="label, technique, overrides"):
+        full_scale_section([("bf16", {"channels_last": True})], day="day99", device="cpu")

@@ -9,7 +9,8 @@ none. It never raises for a missing GPU or dataset: a notebook must run top to b
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from dataclasses import replace
+from typing import Any, Mapping, Sequence, Union
 
 import torch
 
@@ -17,6 +18,28 @@ from .datasets import DatasetUnavailableError
 from .device import pick_device
 from .full_scale import FullScaleResult, describe_full_scale, full_scale_data, full_scale_run
 from .profiling import recorded_report
+from .techniques import RunSettings
+
+#: One run of a section: a technique name, or ``(label, technique, overrides)`` for a technique with some knobs
+#: changed, e.g. ``("bf16+channels_last", "bf16", {"channels_last": True})``.
+Variant = Union[str, tuple[str, str, Mapping[str, Any]]]
+
+
+def _variant(entry: Variant) -> tuple[str, str, dict[str, Any]]:
+    """``(label, technique, overrides)`` of one entry of :func:`full_scale_section`'s ``techniques``, checked."""
+    if isinstance(entry, str):
+        label, technique, overrides = entry, entry, {}
+    elif isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[2], Mapping):
+        label, technique, overrides = entry[0], entry[1], dict(entry[2])
+    else:
+        raise ValueError(f"each technique is a name such as 'bf16', or a (label, technique, overrides) tuple such as "
+                         f"('bf16+channels_last', 'bf16', {{'channels_last': True}}); got {entry!r}")
+    describe_full_scale(technique)                     # raises on an unknown name before anything runs
+    unknown = set(overrides) - set(RunSettings.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"Unknown setting(s) {', '.join(sorted(unknown))} for {label!r}: the knobs are "
+                         f"{', '.join(RunSettings.__dataclass_fields__)}")
+    return str(label), technique, overrides
 
 
 def compare_full_scale(results: Sequence[FullScaleResult]) -> str:
@@ -25,7 +48,8 @@ def compare_full_scale(results: Sequence[FullScaleResult]) -> str:
     if not results:
         raise ValueError("compare_full_scale needs at least one FullScaleResult")
     base = results[0]
-    lines = [f"{'technique':<16} {'images/s':>9} {'x base':>7} {'peak GiB':>9} {'x base':>7} {'accuracy':>9}"]
+    w = max(16, *(len(r.technique) for r in results))
+    lines = [f"{'technique':<{w}} {'images/s':>9} {'x base':>7} {'peak GiB':>9} {'x base':>7} {'accuracy':>9}"]
     for r in results:
         speed = r.images_per_s / base.images_per_s if base.images_per_s else float("nan")
         if r.peak_memory_bytes is not None and base.peak_memory_bytes:
@@ -33,17 +57,22 @@ def compare_full_scale(results: Sequence[FullScaleResult]) -> str:
         else:
             peak, mem = f"{'-':>9}", f"{'-':>7}"
         acc = f"{r.accuracy:>9.1%}" if r.accuracy is not None else f"{'-':>9}"
-        lines.append(f"{r.technique:<16} {r.images_per_s:>9,.0f} {speed:>7.2f} {peak} {mem} {acc}")
+        lines.append(f"{r.technique:<{w}} {r.images_per_s:>9,.0f} {speed:>7.2f} {peak} {mem} {acc}")
     return "\n".join(lines)
 
 
-def full_scale_section(techniques: Sequence[str], *, day: str, minutes: float | None = 2.0, dataset: str = "imagenette",
-                       image_size: int = 224, root: str | os.PathLike | None = None, download: bool = True,
+def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: float | None = 2.0,
+                       dataset: str = "imagenette", image_size: int = 224, root: str | os.PathLike | None = None, download: bool = True,
                        device: str | torch.device = "auto", allow_cpu: bool = False, results_root: str | None = None,
                        **run_kwargs: Any) -> list[FullScaleResult]:
     """Run ``techniques`` (keys of :data:`utils.techniques.TECHNIQUES`, the first is the baseline) at full size and
     print the results, or explain why not and print ``day``'s recorded GPU results. Returns the measured results
     (``[]`` when nothing ran).
+
+    An entry may also be ``(label, technique, overrides)``: that technique with some
+    :class:`utils.techniques.RunSettings` knobs changed, e.g. ``("bf16+channels_last", "bf16", {"channels_last":
+    True})``; its result's ``technique`` is the label (its ``settings`` hold every knob), and its overrides win over
+    those in ``run_kwargs``.
 
     Args:
         day: e.g. ``"day25"``: where the recorded results live (``results/day25/``).
@@ -55,15 +84,18 @@ def full_scale_section(techniques: Sequence[str], *, day: str, minutes: float | 
     """
     if not techniques:
         raise ValueError("full_scale_section needs at least one technique, e.g. ['baseline', 'bf16']")
-    for technique in techniques:
-        describe_full_scale(technique)                 # raises on an unknown name before anything runs
+    variants = [_variant(entry) for entry in techniques]
     dev = pick_device(device)
     if dev.type != "cuda" and not allow_cpu:
         print(f"This run is on {dev}, so the full-size runs are skipped.")
-        for technique in techniques:
-            print(" - " + describe_full_scale(technique, minutes or 0, image_size=image_size, dataset=dataset,
-                                               model=run_kwargs.get("model", "resnet50"),
-                                               batch_size=run_kwargs.get("batch_size", 64)))
+        for label, technique, overrides in variants:
+            text = describe_full_scale(technique, minutes or 0, image_size=image_size, dataset=dataset,
+                                       model=run_kwargs.get("model", "resnet50"),
+                                       batch_size=run_kwargs.get("batch_size", 64))
+            if overrides:
+                text = f"{label}: {text} Changed from {technique!r}: " + ", ".join(
+                    f"{k}={v!r}" for k, v in overrides.items()) + "."
+            print(" - " + text)
         print(recorded_report(day, results_root))
         return []
     try:
@@ -73,9 +105,12 @@ def full_scale_section(techniques: Sequence[str], *, day: str, minutes: float | 
         print(recorded_report(day, results_root))
         return []
     results = []
-    for technique in techniques:
+    for label, technique, overrides in variants:
         result = full_scale_run(technique, minutes=minutes, data=data, image_size=image_size, device=dev,
-                                allow_cpu=allow_cpu, **run_kwargs)
+                                allow_cpu=allow_cpu, **{**run_kwargs, **overrides})
+        if label != technique:
+            result = replace(result, technique=label, extras={**result.extras, "technique": technique,
+                                                              "overrides": overrides})
         print(result.summary())
         results.append(result)
     if len(results) > 1:
