@@ -74,7 +74,9 @@ def test_overrides_are_described_without_a_gpu_and_checked_before_anything_runs(
     full_scale_section(["bf16", ("bf16+fused", "bf16", {"optimizer_impl": "fused"})], day="day99", device="cpu",
                        results_root=str(tmp_path))
     out = capsys.readouterr().out
-    assert "bf16+fused:" in out and "optimizer_impl='fused'" in out
+    assert "bf16+fused:" in out and "optimizer_impl='fused'" in out and "for about 2 min" in out
+    full_scale_section(["bf16"], day="day99", device="cpu", results_root=str(tmp_path), minutes=None, steps=300)
+    assert "for 300 optimizer steps" in capsys.readouterr().out
     with pytest.raises(ValueError, match="Unknown setting"):
         full_scale_section([("bf16+cl", "bf16", {"channel_last": True})], day="day99", device="cpu")
     with pytest.raises(ValueError, match="Unknown technique 'bf17'"):

@@ -103,14 +103,17 @@ class FullScaleResult:
 
 
 def describe_full_scale(technique: str = "baseline", minutes: float = 2.0, *, model: str = "resnet50",
-                        image_size: int = 224, dataset: str = "imagenette", batch_size: int = 64) -> str:
-    """One sentence saying what :func:`full_scale_run` would do on a CUDA GPU (for a notebook's CPU branch)."""
+                        image_size: int = 224, dataset: str = "imagenette", batch_size: int = 64,
+                        steps: int | None = None) -> str:
+    """One sentence saying what :func:`full_scale_run` would do on a CUDA GPU (for a notebook's CPU branch); with
+    ``steps``, a run of that many optimizer steps instead of ``minutes``."""
     if technique not in TECHNIQUES:
         raise ValueError(f"Unknown technique {technique!r}: choose one of {', '.join(TECHNIQUES)}")
     names = {"resnet50": "ResNet50", "resnet18": "ResNet18", "imagenette": "Imagenette",
              "cifar10": "CIFAR-10 (upscaled)"}
     return (f"On a CUDA GPU this cell trains {names.get(model, model)} from scratch at {image_size} px on "
-            f"{names.get(dataset, dataset)}, batch {batch_size}, for about {minutes:g} min with "
+            f"{names.get(dataset, dataset)}, batch {batch_size}, "
+            f"{f'for {steps} optimizer steps' if steps else f'for about {minutes:g} min'} with "
             f"{TECHNIQUES[technique][1]}, then prints images/s (data loading included), peak memory "
             "(torch.cuda.max_memory_allocated) and held-out accuracy.")
 

@@ -62,8 +62,9 @@ def compare_full_scale(results: Sequence[FullScaleResult]) -> str:
 
 
 def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: float | None = 2.0,
-                       dataset: str = "imagenette", image_size: int = 224, root: str | os.PathLike | None = None, download: bool = True,
-                       device: str | torch.device = "auto", allow_cpu: bool = False, results_root: str | None = None,
+                       dataset: str = "imagenette", image_size: int = 224, root: str | os.PathLike | None = None,
+                       download: bool = True, device: str | torch.device = "auto", allow_cpu: bool = False,
+                       results_root: str | None = None,
                        **run_kwargs: Any) -> list[FullScaleResult]:
     """Run ``techniques`` (keys of :data:`utils.techniques.TECHNIQUES`, the first is the baseline) at full size and
     print the results, or explain why not and print ``day``'s recorded GPU results. Returns the measured results
@@ -91,7 +92,7 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
         for label, technique, overrides in variants:
             text = describe_full_scale(technique, minutes or 0, image_size=image_size, dataset=dataset,
                                        model=run_kwargs.get("model", "resnet50"),
-                                       batch_size=run_kwargs.get("batch_size", 64))
+                                       batch_size=run_kwargs.get("batch_size", 64), steps=run_kwargs.get("steps"))
             if overrides:
                 text = f"{label}: {text} Changed from {technique!r}: " + ", ".join(
                     f"{k}={v!r}" for k, v in overrides.items()) + "."
