@@ -152,6 +152,34 @@ def test_init_from_env_without_a_launcher_starts_a_one_process_group(job_env):
     assert not dist.is_initialized()
 
 
+def test_cleanup_frees_a_ddp_module_left_in_a_reference_cycle(job_env, monkeypatch):
+    # After a backward, DDP refers to itself through its autograd hooks: `del` leaves it alive, and one collected
+    # only at interpreter shutdown can abort the process (SIGABRT). cleanup() must collect it first.
+    import gc
+    import weakref
+
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    registered = []
+    monkeypatch.setattr(ud, "_EXIT_HOOK_REGISTERED", False)
+    monkeypatch.setattr(ud.atexit, "register", registered.append)
+    init_from_env("cpu", timeout_s=10)
+    gc.disable()                      # so that only cleanup() can free the cycle in this test
+    try:
+        model = DDP(nn.Linear(3, 2))
+        model(torch.randn(4, 3)).sum().backward()
+        ref = weakref.ref(model)
+        del model
+        assert ref() is not None, "the reference cycle this test is about is gone: review collect_before_exit"
+        cleanup()
+        assert ref() is None, "cleanup() left the DDP module for the interpreter's shutdown"
+    finally:
+        gc.enable()
+        cleanup()
+    assert [f.__qualname__ for f in registered].count("collect_before_exit") == 1, \
+        "init_from_env must collect at exit, for scripts whose DDP module is still alive at cleanup()"
+
+
 # --------------------------------------------------------------------------------------------------- processes
 def test_start_method_follows_cuda_state(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
