@@ -2,7 +2,7 @@
 """DataLoader scaling on a decode-heavy dataset: images/s for num_workers 0..2*cores x pin_memory.
 
 The script writes PNG files (the digits scans, upscaled: real images) to a temp folder with utils.image_files and
-decodes them in __getitem__ with torchvision.io, as Day 10 does. The ceiling is the bare decode rate of one core times
+decodes them in __getitem__ with Pillow, as Day 10 does. The ceiling is the bare decode rate of one core times
 the number of cores the workers can use (min(workers, physical cores); 1 for num_workers=0): the figure is the
 measured rate as a fraction of that ceiling. Timings are medians from utils.timing.time_fn.
 
@@ -27,7 +27,7 @@ from utils.timing import time_fn
 
 
 def png_dataset(folder: Path, count: int, size: int) -> ImageFiles:
-    """``count`` digit scans as ``size`` x ``size`` PNG files, decoded with torchvision.io and scaled to float in every
+    """``count`` digit scans as ``size`` x ``size`` PNG files, decoded with Pillow and scaled to float in every
     ``__getitem__``: the per-sample work of a real image pipeline, as Day 10 builds it."""
     samples = write_digit_pngs(folder, n=count, image_size=size)
     return ImageFiles(samples, transform=v2.ToDtype(torch.float32, scale=True))

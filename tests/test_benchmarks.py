@@ -87,7 +87,7 @@ def test_dataloader_scaling_smoke(tmp_path):
 
 
 def test_dataloader_benchmark_decodes_like_day10(tmp_path):
-    """The benchmark's dataset is Day 10's: utils.image_files PNGs decoded by torchvision.io, scaled to [0, 1]."""
+    """The benchmark's dataset is Day 10's: utils.image_files PNGs decoded by Pillow, scaled to [0, 1]."""
     import torch
     from dataloader_scaling import png_dataset
 

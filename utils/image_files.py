@@ -43,10 +43,16 @@ def write_digit_pngs(directory: str | Path, n: int | None = None, image_size: in
 
 
 def decode_png(path: str | Path) -> torch.Tensor:
-    """Read and decode one image file into a ``uint8`` tensor of shape (3, H, W)."""
-    from torchvision.io import ImageReadMode, decode_image, read_file
+    """Read and decode one image file (PNG, JPEG or any format Pillow opens) into a contiguous RGB ``uint8`` tensor of
+    shape (3, H, W).
 
-    return decode_image(read_file(str(path)), mode=ImageReadMode.RGB)
+    With Pillow, as torchvision's ``ImageFolder`` does by default: torchvision's own decoders (``torchvision.io``)
+    are deprecated since torchvision 0.29 in favour of TorchCodec's."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        pixels = np.array(image.convert("RGB"))          # a writable (H, W, 3) copy
+    return torch.from_numpy(pixels).permute(2, 0, 1).contiguous()
 
 
 class ImageFiles(Dataset):
