@@ -1,4 +1,4 @@
-"""Day 15: plausible wrong answers to the warm-up + cosine formula and to moving a recipe to a new configuration."""
+"""Day 15: plausible wrong answers to the LR range test and to moving a recipe to a new configuration."""
 from grader_mutants import Mutant
 
 _SCHEDULE = ("    for group in optimizer.param_groups:                   # before the scheduler reads the rates\n"
@@ -7,24 +7,96 @@ _SCHEDULE = ("    for group in optimizer.param_groups:                   # befor
              "    factor = warmup_cosine(warmup_epochs * steps_per_epoch, epochs * steps_per_epoch, floor=floor)\n"
              "    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)")
 
+_SET_LR_AND_STEP = ("        for group in optimizer.param_groups:                 # every group, before the step that uses it\n"
+                    "            group[\"lr\"] = lr\n"
+                    "        loss = loss_fn(model(x.to(model_device)), y.to(model_device))\n"
+                    "        value = loss.item()\n"
+                    "        if not math.isfinite(value):\n"
+                    "            break\n"
+                    "        optimizer.zero_grad(set_to_none=True)\n"
+                    "        loss.backward()\n"
+                    "        optimizer.step()\n")
+_CYCLE = ("    batches = iter(loader)\n"
+          "    for i in range(steps):\n"
+          "        try:\n"
+          "            x, y = next(batches)\n"
+          "        except StopIteration:                                # a short loader: start it again\n"
+          "            batches = iter(loader)\n"
+          "            x, y = next(batches)\n")
+
 MUTANTS = [
-    Mutant(cell="day15_warmup_cosine_lr",
-           find="return base_lr * (step + 1) / warmup_steps",
-           replace="return base_lr * (1 / warmup_steps + (1 - 1 / warmup_steps) * step / warmup_steps)",
-           why="LinearLR's total_iters=warmup: the ramp reaches the peak one step late",
-           caught_by="day15_warmup_cosine_lr_tests"),
-    Mutant(cell="day15_warmup_cosine_lr",
-           find="progress = (step - warmup_steps) / (total_steps - warmup_steps)", replace="progress = step / total_steps",
-           why="the cosine's counter starts at step 0 instead of at the end of the warm-up",
-           caught_by="day15_warmup_cosine_lr_tests"),
-    Mutant(cell="day15_warmup_cosine_lr",
-           find="eta_min + (base_lr - eta_min) * 0.5", replace="eta_min + base_lr * 0.5",
-           why="adds eta_min on top of the cosine instead of decaying to it",
-           caught_by="day15_warmup_cosine_lr_tests"),
-    Mutant(cell="day15_warmup_cosine_lr",
-           find="    if step >= total_steps:\n        return float(eta_min)\n", replace="",
-           why="no guard after total_steps: the cosine restarts, like CosineAnnealingLR stepped past T_max",
-           caught_by="day15_warmup_cosine_lr_tests"),
+    Mutant(cell="day15_lr_range_test",
+           find=_SET_LR_AND_STEP,
+           replace=("        loss = loss_fn(model(x.to(model_device)), y.to(model_device))\n"
+                    "        value = loss.item()\n"
+                    "        if not math.isfinite(value):\n"
+                    "            break\n"
+                    "        optimizer.zero_grad(set_to_none=True)\n"
+                    "        loss.backward()\n"
+                    "        optimizer.step()\n"
+                    "        for group in optimizer.param_groups:\n"
+                    "            group[\"lr\"] = lr\n"),
+           why="sets the learning rate after optimizer.step(): every step trains at the previous step's rate",
+           caught_by="day15_lr_range_test_tests"),
+    Mutant(cell="day15_lr_range_test",
+           find="lr = start_lr * growth**i", replace="lr = start_lr + (end_lr - start_lr) * i / max(steps - 1, 1)",
+           why="sweeps the learning rate linearly: nearly every step is already at a rate that is too high",
+           caught_by="day15_lr_range_test_tests"),
+    Mutant(cell="day15_lr_range_test",
+           find="for group in optimizer.param_groups:                 # every group",
+           replace="for group in optimizer.param_groups[:1]:             # every group",
+           why="sets the rate of the first parameter group only",
+           caught_by="day15_lr_range_test_tests"),
+    Mutant(cell="day15_lr_range_test",
+           find="smoothed.append(avg / (1 - beta ** (i + 1)))", replace="smoothed.append(value)",
+           why="no smoothing: records the raw batch loss",
+           caught_by="day15_lr_range_test_tests"),
+    Mutant(cell="day15_lr_range_test",
+           find="smoothed.append(avg / (1 - beta ** (i + 1)))", replace="smoothed.append(avg)",
+           why="smooths without the bias correction: the first points are pulled towards 0",
+           caught_by="day15_lr_range_test_tests"),
+    Mutant(cell="day15_lr_range_test",
+           find="        if smoothed[-1] > diverge * best:\n            break\n", replace="",
+           why="never stops at divergence: sweeps on to end_lr through the explosion",
+           caught_by="day15_lr_range_test_tests"),
+    Mutant(cell="day15_lr_range_test",
+           find="best = min(best, smoothed[-1])\n        if smoothed[-1] > diverge * best:",
+           replace="best = min(best, value)\n        if value > diverge * best:",
+           why="stops on the raw batch loss: one noisy batch ends the test",
+           caught_by="day15_lr_range_test_tests"),
+    Mutant(cell="day15_lr_range_test",
+           find="        if not math.isfinite(value):\n            break\n", replace="",
+           why="does not stop at a nan loss: records it and trains on nan weights",
+           caught_by="day15_lr_range_test_tests"),
+    Mutant(cell="day15_lr_range_test",
+           find="        optimizer.zero_grad(set_to_none=True)\n", replace="",
+           why="never zeroes the gradients: every step adds the gradients of all the previous batches",
+           caught_by="day15_lr_range_test_tests"),
+    Mutant(cell="day15_lr_range_test",
+           find=_CYCLE, replace="    for i, (x, y) in zip(range(steps), loader):\n",
+           why="iterates the loader once: a loader shorter than the test ends it early",
+           caught_by="day15_lr_range_test_tests"),
+    Mutant(cell="day15_lr_range_test",
+           find="    model.load_state_dict(model_state)\n", replace="",
+           why="does not restore the model: training continues from the wrecked weights",
+           caught_by="day15_lr_range_test_tests"),
+    Mutant(cell="day15_lr_range_test",
+           find="    optimizer.load_state_dict(optimizer_state)\n", replace="",
+           why="does not restore the optimizer: it keeps end-of-test learning rates and momentum buffers",
+           caught_by="day15_lr_range_test_tests"),
+    Mutant(cell="day15_lr_range_test",
+           find="model_state = copy.deepcopy(model.state_dict())", replace="model_state = model.state_dict()",
+           why="saves model.state_dict() without a copy: it holds the live tensors, so the 'restore' is a no-op",
+           caught_by="day15_lr_range_test_tests"),
+    Mutant(cell="day15_lr_range_test",
+           find="optimizer_state = copy.deepcopy(optimizer.state_dict())",
+           replace="optimizer_state = optimizer.state_dict()",
+           why="saves optimizer.state_dict() without a copy: the rates come back, the momentum buffers do not",
+           caught_by="day15_lr_range_test_tests"),
+    Mutant(cell="day15_lr_range_test",
+           find="suggested = lrs[smoothed.index(min(smoothed))] / 10", replace="suggested = lrs[smoothed.index(min(smoothed))]",
+           why="suggests the rate at the minimum itself, already at the edge of instability",
+           caught_by="day15_lr_range_test_tests"),
     Mutant(cell="day15_scale_and_schedule",
            find="effective = per_device_batch * accumulation_steps * world_size", replace="effective = per_device_batch",
            why="scales with the per-device batch, not the effective batch (accumulation and processes forgotten)",
