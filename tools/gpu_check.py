@@ -14,7 +14,9 @@ Part A runs every notebook of solutions/ at DEVICE="cuda", SMOKE=True, several a
 results/gpu_check/part_a.json and part_a.md). Part B records the full-size GPU results of Days 02, 03, 08, 09, 11,
 13, 22, 24 and 27 (results/dayNN/<gpu>.json, see tools/gpu_check/recorders.py), the GPU reference benchmark and
 the loop-overhead benchmark (benchmarks/results/). Every part has a time budget sized for one H200 (Part A 3
-minutes, everything 7); a part that overruns is stopped and reported, and `--only failed` reruns it. Everything
+minutes); a part that overruns is stopped and reported, and `--only failed` reruns it. The parts' budgets add up to
+more than the kit's own (--time-budget, 7 minutes, what one device call leaves after starting): the kit stops at its
+budget, marks the parts it did not reach `not run`, and a second call with `--resume ... --only failed` runs them. Everything
 lands in one bundle (a .tar.gz of at most 16 MiB) that unpacks into results/ and benchmarks/results/; every JSON in
 it carries utils.profiling.provenance and loads with utils.profiling.load_recorded_results.
 """
@@ -448,8 +450,11 @@ def main(argv: list[str] | None = None) -> int:
             print("wrote", path.relative_to(REPO))
         return 0
     if args.list:
-        for name, budget in all_parts().items():
+        parts = all_parts()
+        for name, budget in parts.items():
             print(f"{name:<14} {budget:5.0f} s")
+        print(f"{'all parts':<14} {sum(parts.values()):5.0f} s; the kit stops at --time-budget "
+              f"({args.time_budget:.0f} s) and a second call with --only failed runs what it did not reach")
         return 0
     if args.worker_recorders:
         return worker_recorders(args.worker_recorders.split(","), args.worker_bundle, args.worker_status,
