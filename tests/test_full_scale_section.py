@@ -74,7 +74,11 @@ def test_overrides_are_described_without_a_gpu_and_checked_before_anything_runs(
     full_scale_section(["bf16", ("bf16+fused", "bf16", {"optimizer_impl": "fused"})], day="day99", device="cpu",
                        results_root=str(tmp_path))
     out = capsys.readouterr().out
-    assert "bf16+fused:" in out and "optimizer_impl='fused'" in out and "for about 2 min" in out
+    assert "bf16+fused: the bf16 run with optimizer_impl='fused'" in out and "for about 2 min" in out
+    full_scale_section([("bf16+fused", "bf16", {"optimizer_impl": "fused"})], day="day99", device="cpu",
+                       results_root=str(tmp_path))
+    out = capsys.readouterr().out                      # no sentence above it: described in full
+    assert "bf16+fused: On a CUDA GPU" in out and "Changed from 'bf16': optimizer_impl='fused'." in out
     full_scale_section(["bf16"], day="day99", device="cpu", results_root=str(tmp_path), minutes=None, steps=300)
     assert "for 300 optimizer steps" in capsys.readouterr().out
     with pytest.raises(ValueError, match="Unknown setting"):

@@ -89,13 +89,19 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
     dev = pick_device(device)
     if dev.type != "cuda" and not allow_cpu:
         print(f"This run is on {dev}, so the full-size runs are skipped.")
+        described = set()
         for label, technique, overrides in variants:
-            text = describe_full_scale(technique, minutes or 0, image_size=image_size, dataset=dataset,
-                                       model=run_kwargs.get("model", "resnet50"),
-                                       batch_size=run_kwargs.get("batch_size", 64), steps=run_kwargs.get("steps"))
-            if overrides:
-                text = f"{label}: {text} Changed from {technique!r}: " + ", ".join(
-                    f"{k}={v!r}" for k, v in overrides.items()) + "."
+            if overrides and technique in described:      # the sentence is above: say only what differs
+                text = f"{label}: the {technique} run with " + ", ".join(f"{k}={v!r}" for k, v in overrides.items())
+            else:
+                text = describe_full_scale(technique, minutes or 0, image_size=image_size, dataset=dataset,
+                                           model=run_kwargs.get("model", "resnet50"),
+                                           batch_size=run_kwargs.get("batch_size", 64), steps=run_kwargs.get("steps"))
+                if overrides:
+                    text = f"{label}: {text} Changed from {technique!r}: " + ", ".join(
+                        f"{k}={v!r}" for k, v in overrides.items()) + "."
+                else:
+                    described.add(technique)
             print(" - " + text)
         print(recorded_report(day, results_root))
         return []
