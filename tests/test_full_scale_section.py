@@ -87,3 +87,19 @@ def test_overrides_are_described_without_a_gpu_and_checked_before_anything_runs(
         full_scale_section([("x", "bf17", {})], day="day99", device="cpu")
     with pytest.raises(ValueError, match="label, technique, overrides"):
         full_scale_section([("bf16", {"channels_last": True})], day="day99", device="cpu")
+
+
+def test_without_a_gpu_it_also_shows_the_kits_shared_rows_for_its_techniques(tmp_path, capsys):
+    rows = [{"technique": t, "images_per_s": v} for t, v in (("baseline", 900.0), ("bf16", 2400.0), ("fast", 3100.0))]
+    write_recorded(tmp_path / "day14" / "h200.json", {"what": "ResNet50 224 px, one run per technique", "rows": rows},
+                   provenance("cpu", "python tools/gpu_check.py --only day14"))
+    full_scale_section(["baseline", ("bf16 + channels_last", "bf16", {"channels_last": True})], day="day99",
+                       device="cpu", results_root=str(tmp_path))
+    out = capsys.readouterr().out
+    assert "No recorded GPU result yet" in out                      # nothing of Day 99's own
+    shared = out.split("shared recording:")[1]
+    assert "900" in shared and "2400" in shared and "3100" not in shared, "only the section's own techniques"
+    assert "gpu_check.py --only day14" in shared                     # provenance travels with the rows
+    capsys.readouterr()
+    full_scale_section(["baseline"], day="day14", device="cpu", results_root=str(tmp_path))
+    assert "shared recording" not in capsys.readouterr().out         # Day 14 shows it once, as its own

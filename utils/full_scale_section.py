@@ -17,7 +17,7 @@ import torch
 from .datasets import DatasetUnavailableError
 from .device import pick_device
 from .full_scale import FullScaleResult, describe_full_scale, full_scale_data, full_scale_run
-from .profiling import recorded_report
+from .profiling import format_rows, load_recorded_results, recorded_report
 from .techniques import RunSettings
 
 #: One run of a section: a technique name, or ``(label, technique, overrides)`` for a technique with some knobs
@@ -61,6 +61,30 @@ def compare_full_scale(results: Sequence[FullScaleResult]) -> str:
     return "\n".join(lines)
 
 
+SHARED_RECORDING_DAY = "day14"   # the GPU check kit records every technique once, under Day 14 (the week-2 project)
+
+
+def recorded_techniques_report(techniques: Sequence[str], day: str = SHARED_RECORDING_DAY,
+                               root: str | os.PathLike | None = None) -> str:
+    """The rows of the kit's shared full-size recording (``results/day14/``: one run per technique, ResNet50 at
+    224 px) for ``techniques``, labelled with their hardware and date; ``""`` when nothing matching is recorded."""
+    parts = []
+    for record in load_recorded_results(day, root):
+        rows = [row for row in record.get("rows", []) if row.get("technique") in techniques]
+        if rows:
+            parts.append(f"Recorded on {record['hardware']} ({record['date'][:10]}, {record['source']}), "
+                         f"{record.get('what', '')}:\n{format_rows(rows)}")
+    return "\n".join(parts)
+
+
+def _show_recorded(day: str, techniques: Sequence[str], root: str | os.PathLike | None) -> None:
+    print(recorded_report(day, root))
+    if day != SHARED_RECORDING_DAY:
+        shared = recorded_techniques_report(techniques, root=root)
+        if shared:
+            print("The same techniques in the GPU check kit's shared recording:\n" + shared)
+
+
 def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: float | None = 2.0,
                        dataset: str = "imagenette", image_size: int = 224, root: str | os.PathLike | None = None,
                        download: bool = True, device: str | torch.device = "auto", allow_cpu: bool = False,
@@ -78,8 +102,8 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
     Args:
         day: e.g. ``"day25"``: where the recorded results live (``results/day25/``).
         minutes: training time per technique, setup and evaluation not counted (see :func:`full_scale_run`).
-        download: fetch the dataset into :func:`utils.datasets.data_root` on first use (about 1.5 GB for
-            Imagenette at 320 px); an offline machine falls back to the recorded results.
+        download: fetch the dataset into :func:`utils.datasets.data_root` on first use (341 MB for Imagenette
+            at 320 px, which 224 px training reads); an offline machine falls back to the recorded results.
         allow_cpu: run off CUDA too (tests only, with toy ``run_kwargs`` such as ``model="small_cnn"``).
         run_kwargs: passed to every :func:`full_scale_run` (``steps``, ``batch_size``, ``model``, knob overrides).
     """
@@ -103,13 +127,13 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
                 else:
                     described.add(technique)
             print(" - " + text)
-        print(recorded_report(day, results_root))
+        _show_recorded(day, [technique for _, technique, _ in variants], results_root)
         return []
     try:
         data = full_scale_data(dataset, image_size, root=root, download=download)
     except DatasetUnavailableError as err:
         print(f"The full-size runs need the {dataset} dataset and could not get it:\n{err}")
-        print(recorded_report(day, results_root))
+        _show_recorded(day, [technique for _, technique, _ in variants], results_root)
         return []
     results = []
     for label, technique, overrides in variants:
