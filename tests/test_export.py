@@ -78,3 +78,12 @@ def test_default_providers_prefer_cuda_without_tf32():
     in_use = OnnxModel(_relu_model()).providers                               # this machine's onnxruntime
     assert in_use[0] == ("CUDAExecutionProvider" if "CUDAExecutionProvider" in ort.get_available_providers()
                          else "CPUExecutionProvider")
+
+
+def test_onnx_sessions_do_not_spin_unless_asked():
+    # Spinning intra-op threads keep the cores busy after a call and slow the eager side of an interleaved timing.
+    quiet = OnnxModel(_relu_model(), providers=["CPUExecutionProvider"])
+    busy = OnnxModel(_relu_model(), providers=["CPUExecutionProvider"], spin=True)
+    key = "session.intra_op.allow_spinning"
+    assert quiet.session.get_session_options().get_session_config_entry(key) == "0"
+    assert busy.session.get_session_options().get_session_config_entry(key) == "1"

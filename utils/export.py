@@ -90,10 +90,14 @@ class OnnxModel:
         path: the ``.onnx`` file (or its bytes).
         providers: ONNX Runtime execution providers, best first; default: :func:`default_providers`.
         threads: intra-op threads (None lets ONNX Runtime decide).
+        spin: let ONNX Runtime's intra-op threads busy-wait for work after each call (its default). Off here: the
+            spinning threads keep the cores busy after a call returns, which slows whatever runs next on the CPU,
+            such as the eager model in an interleaved timing; a server doing nothing else may turn it back on for a
+            little latency.
     """
 
     def __init__(self, path: str | Path | bytes, providers: Sequence[str] | None = None,
-                 threads: int | None = None):
+                 threads: int | None = None, spin: bool = False):
         import onnxruntime as ort
 
         if providers is None:
@@ -101,6 +105,7 @@ class OnnxModel:
         options = ort.SessionOptions()
         if threads is not None:
             options.intra_op_num_threads = threads
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         self.session = ort.InferenceSession(path if isinstance(path, bytes) else str(path), options,
                                             providers=list(providers))
         inputs = self.session.get_inputs()
