@@ -69,6 +69,14 @@ MUTANTS = [
     Mutant(cell="day09_max_batch_closed_form", find="return max(0, math.floor(room / per_sample_bytes))",
            replace="return math.floor(room / per_sample_bytes)",
            why="returned a negative batch size when nothing fits", caught_by="day09_max_batch_closed_form_tests"),
+    Mutant(cell="day09_max_batch_closed_form", find="    return max(0, math.floor(room / per_sample_bytes))",
+           replace="    b = 0\n    while (b + 1) * per_sample_bytes <= room:\n        b += 1\n    return b",
+           why="a linear scan over batch sizes instead of the closed form", caught_by="day09_max_batch_closed_form_tests"),
+    Mutant(cell="day09_max_batch_closed_form", find="    return max(0, math.floor(room / per_sample_bytes))",
+           replace="    model = MemoryBreakdown(param_bytes, param_bytes, slots * param_bytes,\n"
+                   "                            int(fixed_activation_bytes + per_sample_bytes), 1, fixed_activation_bytes)\n"
+                   "    return find_max_batch_size(budget_fits(model, total_bytes, overhead_fraction)).max_batch_size",
+           why="called the search it should replace", caught_by="day09_max_batch_closed_form_tests"),
     Mutant(cell="day09_max_batch_closed_form", find="[optimizer.strip().lower()]", replace="[optimizer]",
            why="optimizer names are case-sensitive ('AdamW' fails)", caught_by="day09_max_batch_closed_form_tests"),
 ]
