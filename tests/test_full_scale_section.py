@@ -103,3 +103,18 @@ def test_without_a_gpu_it_also_shows_the_kits_shared_rows_for_its_techniques(tmp
     capsys.readouterr()
     full_scale_section(["baseline"], day="day14", device="cpu", results_root=str(tmp_path))
     assert "shared recording" not in capsys.readouterr().out         # Day 14 shows it once, as its own
+
+
+def test_a_smoke_run_only_describes_even_where_it_could_train(tmp_path, capsys, monkeypatch):
+    # A smoke run on a GPU (the kit's Part A, a learner's quick check) must not train ResNet50 for minutes.
+    for var in ("NBGRADER_EXECUTION", "BOOTCAMP_SMOKE"):
+        monkeypatch.delenv(var, raising=False)
+    write_imagenette_like(tmp_path, num_classes=3, train_per_class=8, val_per_class=2)
+    kw = dict(day="day99", root=tmp_path, download=False, device="cpu", allow_cpu=True, results_root=str(tmp_path),
+              **TOY)
+    assert full_scale_section(["baseline"], smoke=True, **kw) == []
+    assert "This is a smoke run, so the full-size runs are skipped" in capsys.readouterr().out
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")            # grading counts as a smoke run too
+    assert full_scale_section(["baseline"], **kw) == []
+    monkeypatch.delenv("NBGRADER_EXECUTION")
+    assert len(full_scale_section(["baseline"], **kw)) == 1

@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence, Union
 
 import torch
 
+from .course import smoke_mode
 from .datasets import DatasetUnavailableError
 from .device import pick_device
 from .full_scale import FullScaleResult, describe_full_scale, full_scale_data, full_scale_run
@@ -88,7 +89,7 @@ def _show_recorded(day: str, techniques: Sequence[str], root: str | os.PathLike 
 def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: float | None = 2.0,
                        dataset: str = "imagenette", image_size: int = 224, root: str | os.PathLike | None = None,
                        download: bool = True, device: str | torch.device = "auto", allow_cpu: bool = False,
-                       results_root: str | None = None,
+                       results_root: str | None = None, smoke: bool = False,
                        **run_kwargs: Any) -> list[FullScaleResult]:
     """Run ``techniques`` (keys of :data:`utils.techniques.TECHNIQUES`, the first is the baseline) at full size and
     print the results, or explain why not and print ``day``'s recorded GPU results. Returns the measured results
@@ -105,14 +106,18 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
         download: fetch the dataset into :func:`utils.datasets.data_root` on first use (341 MB for Imagenette
             at 320 px, which 224 px training reads); an offline machine falls back to the recorded results.
         allow_cpu: run off CUDA too (tests only, with toy ``run_kwargs`` such as ``model="small_cnn"``).
+        smoke: a smoke run (pass ``run.smoke``; grading and ``BOOTCAMP_SMOKE=1`` count too,
+            :func:`utils.course.smoke_mode`): only describe the runs and show the recorded results, on a GPU too.
         run_kwargs: passed to every :func:`full_scale_run` (``steps``, ``batch_size``, ``model``, knob overrides).
     """
     if not techniques:
         raise ValueError("full_scale_section needs at least one technique, e.g. ['baseline', 'bf16']")
     variants = [_variant(entry) for entry in techniques]
     dev = pick_device(device)
-    if dev.type != "cuda" and not allow_cpu:
-        print(f"This run is on {dev}, so the full-size runs are skipped.")
+    skip_why = ("This is a smoke run" if smoke_mode(smoke) else
+                f"This run is on {dev}" if dev.type != "cuda" and not allow_cpu else None)
+    if skip_why:
+        print(f"{skip_why}, so the full-size runs are skipped.")
         described = set()
         for label, technique, overrides in variants:
             if overrides and technique in described:      # the sentence is above: say only what differs
