@@ -185,3 +185,26 @@ def test_describe_says_what_a_gpu_would_run():
     assert "about 3 min" in text and TECHNIQUES["checkpointing"][1] in text and "224 px" in text
     with pytest.raises(ValueError, match="Unknown technique"):
         FS.describe_full_scale("turbo")
+
+
+def test_minutes_mode_replans_when_the_steps_slow_down(toy_data, monkeypatch):
+    # The first timed steps can run ahead on batches the workers prefetched; planned once from them, a "1 minute"
+    # run took several. Simulated: 1 s per step for the first 8 steps, then 3 s (a fake clock, no real waiting).
+    clock = {"now": 0.0, "calls": 0}
+
+    class FakeTime:
+        @staticmethod
+        def perf_counter() -> float:
+            return clock["now"]
+
+    real = FS.train_step
+
+    def slow_later(*args, **kw):
+        clock["calls"] += 1
+        clock["now"] += 1.0 if clock["calls"] <= 8 else 3.0
+        return real(*args, **kw)
+
+    monkeypatch.setattr(FS, "time", FakeTime)
+    monkeypatch.setattr(FS, "train_step", slow_later)
+    r = FS.full_scale_run("baseline", minutes=1.0, warmup_steps=4, data=toy_data, eval_batches=0, **TOY)
+    assert 60 - 3 <= r.timed_s <= 60 + 3 * 4, f"asked for 60 s of timed training, got {r.timed_s:.0f} s"

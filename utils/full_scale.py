@@ -81,7 +81,7 @@ class FullScaleResult:
     timed_s: float
     images_per_s: float              # timed_images / timed_s, data loading included
     data_wait_share: float           # share of timed_s the loop spent waiting for the DataLoader
-    peak_memory_bytes: int | None    # torch.cuda.max_memory_allocated over training; None off CUDA
+    peak_memory_bytes: int | None    # this run's own tensors at their peak in the timed steps; None off CUDA
     train_loss: float                # mean over the timed steps
     accuracy: float | None           # on the held-out set (Imagenette's val split); None when not evaluated
     eval_images: int
@@ -116,6 +116,14 @@ def describe_full_scale(technique: str = "baseline", minutes: float = 2.0, *, mo
             f"{f'for {steps} optimizer steps' if steps else f'for about {minutes:g} min'} with "
             f"{TECHNIQUES[technique][1]}, then prints images/s (data loading included), peak memory "
             "(torch.cuda.max_memory_allocated) and held-out accuracy.")
+
+
+def _allocated_bytes(device: torch.device) -> int:
+    """Bytes of tensors alive on ``device`` now (0 off CUDA)."""
+    if device.type != "cuda":
+        return 0
+    synchronize(device)
+    return int(torch.cuda.memory_allocated(device))
 
 
 def _endless(loader: Any) -> Iterator[Any]:
@@ -161,6 +169,7 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
     workers = default_workers(dev) if num_workers is None else num_workers
     saved_flags = fast_path_flags()
     setup_start = time.perf_counter()
+    bar = None
     try:
         if s.tf32 is not None:
             set_tf32(s.tf32)
@@ -175,6 +184,9 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
             persistent_workers=workers > 0)
         if len(train_loader) == 0:
             raise ValueError(f"the training set ({len(data.train)} images) is smaller than one micro-batch ({micro})")
+        # Tensors that earlier notebook cells left on the GPU are in torch.cuda's counters too: subtract them.
+        preexisting = _allocated_bytes(dev)
+        warmup_peak = None
         torch.manual_seed(seed)
         net = checkpoint_stages(build_model(model, data.num_classes, image_size=data.image_size), s.checkpoint_stages)
         net = net.to(dev, memory_format=torch.channels_last) if s.channels_last else net.to(dev)
@@ -192,7 +204,6 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: lr_factor(k, warmup, total))
         untimed = min(3, total - 1)
         batches = _endless(train_loader)
-        bar = None
         if progress:
             from tqdm.auto import tqdm
             bar = tqdm(total=steps, desc=technique, leave=False)
@@ -211,6 +222,9 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
                 synchronize(dev)
                 t0, timed_images, data_wait = time.perf_counter(), 0, 0.0
                 loss_sum.zero_()
+                if dev.type == "cuda":    # the first steps' peak includes cudnn.benchmark's trial workspaces
+                    warmup_peak = int(torch.cuda.max_memory_allocated(dev)) - preexisting
+                    torch.cuda.reset_peak_memory_stats(dev)
             for k in range(s.accumulation_steps):
                 wait_start = time.perf_counter()
                 x, y = next(batches)
@@ -228,18 +242,20 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
             step += 1
             if bar is not None:
                 bar.update(1)
-            if steps is None and step == max(warmup, untimed + 1):   # plan the rest from the measured speed
+            first_plan = max(warmup, untimed + 1)
+            if steps is None and step >= first_plan and (step - first_plan) % warmup == 0:
+                # Plan the rest from the speed so far, and plan again every `warmup` steps: the first timed steps
+                # can run ahead of the DataLoader on the batches its workers prefetched during the untimed ones.
                 synchronize(dev)
-                per_step = (time.perf_counter() - t0) / (step - untimed)
-                total = step + max(0, int((minutes * 60 - per_step * (step - untimed)) / per_step))
+                elapsed = time.perf_counter() - t0
+                per_step = elapsed / (step - untimed)
+                total = step + max(0, int((minutes * 60 - elapsed) / per_step))
                 if bar is not None:
                     bar.total = total
                     bar.refresh()
         synchronize(dev)
         timed_s = time.perf_counter() - t0
-        if bar is not None:
-            bar.close()
-        peak = int(torch.cuda.max_memory_allocated(dev)) if dev.type == "cuda" else None
+        peak = int(torch.cuda.max_memory_allocated(dev)) - preexisting if dev.type == "cuda" else None
         eval_start = time.perf_counter()
         accuracy, eval_images = None, 0
         if eval_batches != 0:
@@ -247,6 +263,8 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
             accuracy, eval_images = ev.accuracy, ev.samples
         eval_s = time.perf_counter() - eval_start
     finally:
+        if bar is not None:
+            bar.close()
         restore_fast_path_flags(saved_flags)
     return FullScaleResult(
         technique=technique, settings=asdict(s), model=model, dataset=data.name, image_size=data.image_size,
@@ -254,4 +272,5 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
         epochs=images / len(data.train), timed_images=timed_images, timed_s=timed_s,
         images_per_s=timed_images / timed_s, data_wait_share=data_wait / timed_s, peak_memory_bytes=peak,
         train_loss=(loss_sum / max(1, timed_images)).item(), accuracy=accuracy, eval_images=eval_images,
-        setup_s=setup_s, eval_s=eval_s, hardware=hardware_label(dev), extras={"lr": peak_lr, "num_workers": workers})
+        setup_s=setup_s, eval_s=eval_s, hardware=hardware_label(dev), extras={"lr": peak_lr, "num_workers": workers, "preexisting_bytes": preexisting if dev.type == "cuda" else None,
+                "warmup_peak_bytes": warmup_peak if dev.type == "cuda" else None})
