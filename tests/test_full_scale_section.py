@@ -118,3 +118,15 @@ def test_a_smoke_run_only_describes_even_where_it_could_train(tmp_path, capsys, 
     assert full_scale_section(["baseline"], **kw) == []
     monkeypatch.delenv("NBGRADER_EXECUTION")
     assert len(full_scale_section(["baseline"], **kw)) == 1
+
+
+def test_a_dataset_built_once_is_reused(tmp_path, monkeypatch, capsys):
+    import utils.full_scale_section as FSS
+    from utils.full_scale import full_scale_data
+
+    write_imagenette_like(tmp_path, num_classes=3, train_per_class=8, val_per_class=2)
+    data = full_scale_data("imagenette", 32, root=tmp_path)
+    monkeypatch.setattr(FSS, "full_scale_data", lambda *a, **k: pytest.fail("the data was built again"))
+    results = full_scale_section(["baseline"], day="day99", data=data, device="cpu", allow_cpu=True,
+                                 results_root=str(tmp_path), **TOY)
+    assert len(results) == 1 and results[0].dataset == data.name

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence, Union
 import torch
 
 from .course import smoke_mode
+from .data import DataSplits
 from .datasets import DatasetUnavailableError
 from .device import pick_device
 from .full_scale import FullScaleResult, describe_full_scale, full_scale_data, full_scale_run
@@ -89,7 +90,7 @@ def _show_recorded(day: str, techniques: Sequence[str], root: str | os.PathLike 
 def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: float | None = 2.0,
                        dataset: str = "imagenette", image_size: int = 224, root: str | os.PathLike | None = None,
                        download: bool = True, device: str | torch.device = "auto", allow_cpu: bool = False,
-                       results_root: str | None = None, smoke: bool = False,
+                       results_root: str | None = None, smoke: bool = False, data: DataSplits | None = None,
                        **run_kwargs: Any) -> list[FullScaleResult]:
     """Run ``techniques`` (keys of :data:`utils.techniques.TECHNIQUES`, the first is the baseline) at full size and
     print the results, or explain why not and print ``day``'s recorded GPU results. Returns the measured results
@@ -106,6 +107,8 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
         download: fetch the dataset into :func:`utils.datasets.data_root` on first use (341 MB for Imagenette
             at 320 px, which 224 px training reads); an offline machine falls back to the recorded results.
         allow_cpu: run off CUDA too (tests only, with toy ``run_kwargs`` such as ``model="small_cnn"``).
+        data: a :func:`utils.full_scale.full_scale_data` result to reuse (building one computes the dataset's
+            channel statistics: seconds to tens of seconds); else built from ``dataset``, ``root``, ``download``.
         smoke: a smoke run (pass ``run.smoke``; grading and ``BOOTCAMP_SMOKE=1`` count too,
             :func:`utils.course.smoke_mode`): only describe the runs and show the recorded results, on a GPU too.
         run_kwargs: passed to every :func:`full_scale_run` (``steps``, ``batch_size``, ``model``, knob overrides).
@@ -135,7 +138,8 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
         _show_recorded(day, [technique for _, technique, _ in variants], results_root)
         return []
     try:
-        data = full_scale_data(dataset, image_size, root=root, download=download)
+        if data is None:
+            data = full_scale_data(dataset, image_size, root=root, download=download)
     except DatasetUnavailableError as err:
         print(f"The full-size runs need the {dataset} dataset and could not get it:\n{err}")
         _show_recorded(day, [technique for _, technique, _ in variants], results_root)
