@@ -73,7 +73,9 @@ def test_max_abs_diff():
 def test_default_providers_prefer_cuda_without_tf32():
     assert default_providers(["CPUExecutionProvider"]) == ["CPUExecutionProvider"]
     gpu = default_providers(["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"])
-    assert gpu == [("CUDAExecutionProvider", {"use_tf32": "0"}), "CPUExecutionProvider"]
+    assert gpu == [("CUDAExecutionProvider", {"use_tf32": "0", "device_id": "0"}), "CPUExecutionProvider"]
+    # ONNX Runtime on the GPU the PyTorch side uses, not always GPU 0
+    assert default_providers(["CUDAExecutionProvider"], cuda_device=1)[0][1]["device_id"] == "1"
     import onnxruntime as ort
     in_use = OnnxModel(_relu_model()).providers                               # this machine's onnxruntime
     assert in_use[0] == ("CUDAExecutionProvider" if "CUDAExecutionProvider" in ort.get_available_providers()

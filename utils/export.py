@@ -71,13 +71,14 @@ def _to_numpy(x) -> np.ndarray:
     return x
 
 
-def default_providers(available: Sequence[str]) -> list:
-    """ONNX Runtime providers, best first, from those ``available``: CUDA (with TF32 convolutions off, its
-    ``use_tf32=0`` option, so that fp32 results stay comparable with an fp32 reference) when this onnxruntime has
-    it, then CPU. The CUDA provider comes only with the ``onnxruntime-gpu`` package."""
+def default_providers(available: Sequence[str], cuda_device: int = 0) -> list:
+    """ONNX Runtime providers, best first, from those ``available``: CUDA on GPU ``cuda_device`` (with TF32
+    convolutions off, its ``use_tf32=0`` option, so that fp32 results stay comparable with an fp32 reference) when
+    this onnxruntime has it, then CPU. The CUDA provider comes only with the ``onnxruntime-gpu`` package; without a
+    ``device_id`` it would use GPU 0 whatever device the PyTorch side runs on."""
     providers: list = []
     if "CUDAExecutionProvider" in available:
-        providers.append(("CUDAExecutionProvider", {"use_tf32": "0"}))
+        providers.append(("CUDAExecutionProvider", {"use_tf32": "0", "device_id": str(cuda_device)}))
     if "CPUExecutionProvider" in available:
         providers.append("CPUExecutionProvider")
     return providers
@@ -90,6 +91,7 @@ class OnnxModel:
         path: the ``.onnx`` file (or its bytes).
         providers: ONNX Runtime execution providers, best first; default: :func:`default_providers`.
         threads: intra-op threads (None lets ONNX Runtime decide).
+        cuda_device: the GPU index for the default CUDA provider (``device.index`` of the PyTorch side).
         spin: let ONNX Runtime's intra-op threads busy-wait for work after each call (its default). Off here: the
             spinning threads keep the cores busy after a call returns, which slows whatever runs next on the CPU,
             such as the eager model in an interleaved timing; a server doing nothing else may turn it back on for a
@@ -97,11 +99,11 @@ class OnnxModel:
     """
 
     def __init__(self, path: str | Path | bytes, providers: Sequence[str] | None = None,
-                 threads: int | None = None, spin: bool = False):
+                 threads: int | None = None, spin: bool = False, cuda_device: int = 0):
         import onnxruntime as ort
 
         if providers is None:
-            providers = default_providers(ort.get_available_providers())
+            providers = default_providers(ort.get_available_providers(), cuda_device)
         options = ort.SessionOptions()
         if threads is not None:
             options.intra_op_num_threads = threads
