@@ -64,6 +64,22 @@ def test_every_notebook_has_a_parameters_cell_with_smoke():
         assert "nbgrader" not in params[0]["metadata"], f"{nb.name}: the parameters cell must not be graded"
 
 
+def test_papermill_reads_every_parameter(caplog):
+    # papermill parses each `NAME = value  # comment` line to list a notebook's parameters (`papermill
+    # --help-notebook`, inspect_notebook); a comment with quotes, '=' or '<=' makes it skip the line with a warning.
+    import logging
+
+    import papermill as pm
+
+    for nb in solution_notebooks():
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="papermill"):
+            found = pm.inspect_notebook(str(nb))
+        unparsed = [r.getMessage() for r in caplog.records if "Unable to parse" in r.getMessage()]
+        assert not unparsed, f"{nb.name}: {unparsed}"
+        assert "SMOKE" in found and "DEVICE" in found, f"{nb.name}: papermill sees only {sorted(found)}"
+
+
 def test_learner_notebooks_leak_no_solution_or_hidden_test():
     for nb in sorted((ROOT / "days").glob("day*/*.ipynb")):
         text = nb.read_text(encoding="utf-8")
