@@ -186,8 +186,10 @@ def barrier() -> None:
 def collect_before_exit() -> None:
     """Free the DDP objects nobody references any more, while the interpreter is fully alive.
 
-    After its first backward a ``DistributedDataParallel`` module sits in a reference cycle (its autograd hooks
-    refer back to it), so ``del model`` does not free it; only the garbage collector does. Left for the
+    The first ``DistributedDataParallel`` module built in a process that has not imported torch's compiler modules
+    yet sits in a reference cycle: its constructor imports ``torch._dynamo`` and ``torch._inductor`` lazily, and a
+    frame of that import stays referenced and holds the constructor's ``self``. So ``del model`` does not free it;
+    only the garbage collector does. Left for the
     interpreter's shutdown, its C++ side can be torn down mid-finalisation and abort the process with
     "terminate called without an active exception" (SIGABRT) after all the work is done: on a loaded 2-core
     machine, 8 of 20 two-process gloo runs of Day 17's worker script did. :func:`init_from_env` registers this
