@@ -203,6 +203,7 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
         warmup = warmup_steps if steps is None else min(warmup_steps, max(1, steps // 5))
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: lr_factor(k, warmup, total))
         untimed = min(3, total - 1)
+        first_plan = max(warmup, untimed + 1)                # minutes mode: the first step that plans the rest
         batches = _endless(train_loader)
         if progress:
             from tqdm.auto import tqdm
@@ -242,7 +243,6 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
             step += 1
             if bar is not None:
                 bar.update(1)
-            first_plan = max(warmup, untimed + 1)
             if steps is None and step >= first_plan and (step - first_plan) % warmup == 0:
                 # Plan the rest from the speed so far, and plan again every `warmup` steps: the first timed steps
                 # can run ahead of the DataLoader on the batches its workers prefetched during the untimed ones.
@@ -272,5 +272,6 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
         epochs=images / len(data.train), timed_images=timed_images, timed_s=timed_s,
         images_per_s=timed_images / timed_s, data_wait_share=data_wait / timed_s, peak_memory_bytes=peak,
         train_loss=(loss_sum / max(1, timed_images)).item(), accuracy=accuracy, eval_images=eval_images,
-        setup_s=setup_s, eval_s=eval_s, hardware=hardware_label(dev), extras={"lr": peak_lr, "num_workers": workers, "preexisting_bytes": preexisting if dev.type == "cuda" else None,
-                "warmup_peak_bytes": warmup_peak if dev.type == "cuda" else None})
+        setup_s=setup_s, eval_s=eval_s, hardware=hardware_label(dev),
+        extras={"lr": peak_lr, "num_workers": workers, "warmup_peak_bytes": warmup_peak,
+                "preexisting_bytes": preexisting if peak is not None else None})

@@ -116,6 +116,7 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
     if not techniques:
         raise ValueError("full_scale_section needs at least one technique, e.g. ['baseline', 'bf16']")
     variants = [_variant(entry) for entry in techniques]
+    techniques_run = [technique for _, technique, _ in variants]
     dev = pick_device(device)
     skip_why = ("This is a smoke run" if smoke_mode(smoke) else
                 f"This run is on {dev}" if dev.type != "cuda" and not allow_cpu else None)
@@ -135,14 +136,14 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
                 else:
                     described.add(technique)
             print(" - " + text)
-        _show_recorded(day, [technique for _, technique, _ in variants], results_root)
+        _show_recorded(day, techniques_run, results_root)
         return []
     try:
         if data is None:
             data = full_scale_data(dataset, image_size, root=root, download=download)
     except DatasetUnavailableError as err:
         print(f"The full-size runs need the {dataset} dataset and could not get it:\n{err}")
-        _show_recorded(day, [technique for _, technique, _ in variants], results_root)
+        _show_recorded(day, techniques_run, results_root)
         return []
     results = []
     for label, technique, overrides in variants:
