@@ -1,0 +1,41 @@
+"""utils.host_syncs: the sync counter counts the caller's syncs, not PyTorch's, and restores Tensor on exit."""
+import math
+
+import pytest
+import torch
+
+from utils.host_syncs import SYNC_METHODS, count_host_syncs
+
+
+def test_counts_each_syncing_call_by_method():
+    t = torch.tensor([1.0, 2.0])
+    with count_host_syncs() as syncs:
+        t.sum().item()
+        float(t.norm())
+        if t.sum() > 0:
+            pass
+        f"{t[0]:.1f}"
+        t.tolist()
+        t * 2 + t.norm()                       # device work only: no sync
+    assert syncs["n"] == 5
+    assert syncs["by_method"] == {"item": 1, "__float__": 1, "__bool__": 1, "__format__": 1, "tolist": 1}
+
+
+def test_library_internal_syncs_are_not_counted():
+    model = torch.nn.Linear(3, 2)
+    model(torch.randn(4, 3)).sum().backward()
+    with count_host_syncs() as syncs:
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1)
+    assert syncs["n"] == 0 and math.isfinite(float(norm))
+
+
+def test_methods_restored_even_after_an_error():
+    before = {m: (getattr(torch.Tensor, m), m in torch.Tensor.__dict__) for m in SYNC_METHODS}
+    with pytest.raises(RuntimeError):
+        with count_host_syncs():
+            raise RuntimeError("boom")
+    after = {m: (getattr(torch.Tensor, m), m in torch.Tensor.__dict__) for m in SYNC_METHODS}
+    assert after == before
+    with count_host_syncs() as syncs:
+        pass
+    assert syncs == {"n": 0, "by_method": {}}

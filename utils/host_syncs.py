@@ -1,0 +1,60 @@
+"""Count the host synchronisations a piece of code would make on a GPU, on any device.
+
+A GPU runs asynchronously: the host queues kernels and moves on, until some call needs a *result* on the host
+(``loss.item()``, ``if tensor:``, ``float(norm)``, printing a tensor). Then the host waits until the device has
+finished everything queued so far, and the pipeline stops. On the CPU these calls cost nothing, so a loop that syncs
+on every step looks fine there and is slow on a GPU. Timing syncs is noisy; counting them is exact, and the count is
+the same on every device, which is what makes it usable in tests that run on the CPU.
+
+:func:`count_host_syncs` is a spy: inside ``with count_host_syncs() as syncs:`` it counts every call, made from code
+outside PyTorch's own package, of the ``Tensor`` methods that must wait for the device (:data:`SYNC_METHODS`), plus
+``torch.cuda.synchronize``. Calls made by PyTorch itself are not counted (a ``GradScaler.step`` that reads its
+``found_inf`` flag is the library's sync, not the caller's). A ``.to("cpu")`` copy also syncs and is not seen.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+__all__ = ["SYNC_METHODS", "count_host_syncs"]
+
+SYNC_METHODS: tuple[str, ...] = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__",
+                                 "__format__", "__repr__")
+_TORCH_DIR = str(Path(torch.__file__).parent)
+
+
+@contextlib.contextmanager
+def count_host_syncs() -> Iterator[dict]:
+    """Count host-syncing calls made inside the ``with`` block (not thread-safe; one counter at a time).
+
+    Yields a dict, filled while the block runs: ``"n"`` (total calls, an int) and ``"by_method"`` (calls per method
+    name). The ``Tensor`` methods are restored on exit, also when the block raises.
+    """
+    counts: dict = {"n": 0, "by_method": {}}
+    originals = {m: (getattr(torch.Tensor, m), m in torch.Tensor.__dict__) for m in SYNC_METHODS}
+    original_sync = torch.cuda.synchronize
+
+    def wrap(name: str, fn: Callable) -> Callable:
+        def counted(*args, **kwargs):
+            if not sys._getframe(1).f_code.co_filename.startswith(_TORCH_DIR):
+                counts["n"] += 1
+                counts["by_method"][name] = counts["by_method"].get(name, 0) + 1
+            return fn(*args, **kwargs)
+        return counted
+
+    for method, (fn, _) in originals.items():
+        setattr(torch.Tensor, method, wrap(method, fn))
+    torch.cuda.synchronize = wrap("torch.cuda.synchronize", original_sync)
+    try:
+        yield counts
+    finally:
+        for method, (fn, own) in originals.items():
+            if own:
+                setattr(torch.Tensor, method, fn)
+            else:
+                delattr(torch.Tensor, method)     # it was inherited: remove the wrapper, do not shadow the base
+        torch.cuda.synchronize = original_sync
