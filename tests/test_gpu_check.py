@@ -129,6 +129,14 @@ def test_dry_run_writes_a_bundle_every_loader_accepts(tmp_path):
         (rec,) = load_recorded_results(day, root=repo / "results")
         assert rec["hardware"].startswith("cpu") and rec["source"].endswith(f"--only {day} --dry-run")
         assert rec["summary"] and rec["tiny"] is True
+    from utils.profiling import recorded_report
+
+    for day in ("day24", "day25", "day30", "day32"):     # what the days' fallbacks print: the real recorders' rows
+        report = recorded_report(day, repo / "results")
+        assert report.startswith("Recorded (not measured in this run) on cpu") and len(report.splitlines()) > 4
+    (day32,) = load_recorded_results("day32", root=repo / "results")
+    assert day32["accuracy"] is None and "no accuracy" in day32["accuracy_note"]
+    assert not any("accuracy" in row for row in day32["rows"])
     part_a = load_recorded_file(repo / "results" / "gpu_check" / "part_a.json")
     assert [(r["notebook"], r["status"]) for r in part_a["rows"]] == [
         ("solutions/day03/day03_devices_and_timing.ipynb", "pass")]
@@ -168,3 +176,72 @@ def test_loop_overhead_runs_resnet50_bf16_only_where_its_cli_offers_it(monkeypat
     assert kit.loop_overhead_args("cuda", tiny=False) == (
         ["--model", "resnet50", "--image-size", "224", "--amp", "bf16"], None)
     assert kit.loop_overhead_args("cpu", tiny=True) == (["--smoke"], None)
+
+
+def test_parts_run_most_valuable_first_and_the_docs_state_every_budget():
+    parts = kit.all_parts()
+    assert list(parts)[:3] == ["notebooks", "day14", "day24"]
+    assert {"day25", "day30", "day32"} <= set(parts)
+    doc = " ".join(kit.__doc__.split())
+    assert f"{sum(parts.values()):.0f} s in all" in doc
+    for name, budget in parts.items():
+        if name != "notebooks":
+            assert f"{name} {budget:.0f}" in doc, f"the kit's docstring does not state {name}'s budget {budget:.0f} s"
+    readme = " ".join((ROOT / "results" / "README.md").read_text().split())
+    assert f"add up to {sum(parts.values()):.0f} s" in readme
+    assert sum(parts.values()) <= 2 * kit.TOTAL_BUDGET_S, "the docs promise two device calls"
+
+
+def test_a_recorder_whose_budget_does_not_fit_is_not_started(tmp_path):
+    import time
+
+    status = tmp_path / "status.jsonl"
+    status.write_text("")
+    kit.worker_recorders(["day27"], tmp_path / "bundle", status, "cpu", tiny=False, deadline=time.time() + 1)
+    (event,) = [json.loads(line) for line in status.read_text().splitlines()]
+    assert (event["day"], event["status"]) == ("day27", "not run") and "did not fit" in event["error"]
+    assert not (tmp_path / "bundle").exists()
+
+
+_PROV = {"hardware": "cuda:0 NVIDIA H200, torch 2.11.0", "software": "torch 2.11.0", "date": "2026-12-01T00:00:00+00:00",
+         "source": "python tools/gpu_check.py --only dayNN"}
+# A fake recording of each day, shaped like its recorder's payload; 4321.0 marks the recorded numbers.
+_FAKE = {
+    "day24": {"rows": [{"step": "resnet50 224 px batch 64, SGD", "mode": "default", "first_call_s": 4321.0,
+                        "eager_step_ms": 90.0, "compiled_step_ms": 70.0, "speedup": 1.29, "break_even_steps": 4}]},
+    "day25": {"rows": [{"run": "bf16+channels_last", "images_per_s": 4321.0, "data_wait_share": 0.01,
+                        "peak_memory_gib": 9.0, "technique": "bf16", "knobs": "channels_last=True"}]},
+    "day30": {"rows": [{"runtime": "onnxruntime CUDAExecutionProvider", "batch": 64, "device": "cuda",
+                        "eager_ms": 4321.0, "onnxruntime_ms": 20.0, "speedup": 1.1}]},
+    "day32": {"rows": [{"run": "bf16 autocast", "images_per_s": 4321.0, "data_wait_share": 0.2,
+                        "peak_memory_gib": 30.0, "micro_batch": 128, "batch": 256}],
+              "accuracy": None, "accuracy_note": "no accuracy is recorded: generated JPEGs"},
+}
+
+
+def _notebook_source(day: str) -> str:
+    (path,) = (ROOT / "solutions" / day).glob("*.ipynb")
+    return "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
+
+
+@pytest.mark.parametrize("day", sorted(_FAKE))
+def test_each_days_fallback_shows_its_own_recording(day, tmp_path, capsys):
+    from utils.full_scale_section import full_scale_section
+    from utils.profiling import recorded_report
+
+    write_recorded(tmp_path / day / "nvidia_h200.json", {"day": day, "what": "fake", "summary": ["fake line"],
+                                                         **_FAKE[day]}, {**_PROV, "source": f"--only {day}"})
+    source = _notebook_source(day)
+    if day in ("day24", "day25"):      # their full-size sections: recorded_report(day) when they cannot measure
+        assert f'day="{day}"' in source and "full_scale_section(" in source
+        full_scale_section(["bf16"], day=day, smoke=True, results_root=str(tmp_path))
+        shown = capsys.readouterr().out
+    elif day == "day30":               # the TensorRT cell's fallback prints every recorded row
+        assert 'load_recorded_results("day30")' in source and 'rec.get("rows", [])' in source
+        shown = recorded_report(day, tmp_path)
+    else:                              # the capstone's run cell, when it did not train the full-size configuration
+        assert 'recorded_report("day32")' in source
+        shown = recorded_report(day, tmp_path)
+        (header,) = [line for line in shown.splitlines() if "images_per_s" in line]
+        assert "accuracy" not in header, "the capstone's recording shows no accuracy column"
+    assert "Recorded (not measured in this run) on cuda:0 NVIDIA H200" in shown and "4321" in shown, shown

@@ -12,11 +12,17 @@ show when they cannot measure live. See results/README.md for the whole flow.
 
 Part A runs every notebook of solutions/ at DEVICE="cuda", SMOKE=True, several at once (table in
 results/gpu_check/part_a.json and part_a.md). Part B records the full-size GPU results of Days 02, 03, 08, 09, 11,
-13, 22, 24 and 27 (results/dayNN/<gpu>.json, see tools/gpu_check/recorders.py), the GPU reference benchmark and
-the loop-overhead benchmark (benchmarks/results/). Every part has a time budget sized for one H200 (Part A 3
-minutes); a part that overruns is stopped and reported, and `--only failed` reruns it. The parts' budgets add up to
-more than the kit's own (--time-budget, 7 minutes, what one device call leaves after starting): the kit stops at its
-budget, marks the parts it did not reach `not run`, and a second call with `--resume ... --only failed` runs them. Everything
+13, 14, 22, 24, 25, 27, 30 and 32 (results/dayNN/<gpu>.json; tools/gpu_check/recorders.py and, for the ResNet50
+ones, tools/gpu_check/full_scale_recorders.py say what each measures), the GPU reference benchmark and the
+loop-overhead benchmark (benchmarks/results/). Every part has a time budget sized for one H200 (`--list` prints them):
+Part A 180 s, the recorders 499 s (day14 60, day24 140, day25 55, day30 50, day32 40, day09 50, day11 20, day13 15,
+day08 20, day22 15, day03 12, day02 12, day27 10, in this running order, the most valuable first), the benchmarks
+140 s (gpu_reference 100, loop_overhead 40): 819 s in all. A part that overruns is stopped and reported, and
+`--only failed` reruns it. The kit's own budget (--time-budget, 420 s: what one device call leaves after starting and
+installing the wheels) holds about half of that: the first call runs Part A, day14 and day24, and then only parts
+whose budget still fits (a part that does not fit is not started, so a smaller later one may run); the parts it did
+not start are marked `not run`, and a second call, `--resume <first bundle> --only failed`, runs the rest (about
+400 s: day25, day30, day09 ... and the two benchmarks). Everything
 lands in one bundle (a .tar.gz of at most 16 MiB) that unpacks into results/ and benchmarks/results/; every JSON in
 it carries utils.profiling.provenance and loads with utils.profiling.load_recorded_results.
 """
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import signal
 import subprocess
@@ -205,8 +212,10 @@ def run_recorders(days: list[str], bundle: Path, device: str, tiny: bool, slack:
                             for d in pending})
             break
         status_file.write_text("")
+        wall_deadline = time.time() + (deadline - time.monotonic())   # the worker's clock is the wall clock
         cmd = [sys.executable, __file__, "--worker-recorders", ",".join(pending), "--worker-bundle", str(bundle),
-               "--worker-status", str(status_file), "--device", device] + (["--worker-tiny"] if tiny else [])
+               "--worker-status", str(status_file), "--device", device, "--worker-deadline", str(wall_deadline)]
+        cmd += ["--worker-tiny"] if tiny else []
         log = open(work / "logs" / "recorders.log", "a")
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         current, started, seen = None, 0.0, 0
@@ -244,9 +253,12 @@ def run_recorders(days: list[str], bundle: Path, device: str, tiny: bool, slack:
     return results
 
 
-def worker_recorders(days: list[str], bundle: Path, status_file: Path, device_name: str, tiny: bool) -> int:
+def worker_recorders(days: list[str], bundle: Path, status_file: Path, device_name: str, tiny: bool,
+                     deadline: float = math.inf) -> int:
     """The worker side of :func:`run_recorders`: run each recorder, write its result file, report to the status
-    file (one JSON line when a recorder starts and one when it ends)."""
+    file (one JSON line when a recorder starts and one when it ends). A full-size recorder whose budget does not fit
+    before ``deadline`` (wall-clock seconds) is not started: it is reported ``not run`` and the next, smaller ones
+    may still fit; ``--only failed`` runs it in the next call."""
     import torch
 
     from gpu_check.recorders import RECORDERS, Context, gpu_slug
@@ -262,6 +274,10 @@ def worker_recorders(days: list[str], bundle: Path, status_file: Path, device_na
 
     for day in days:
         rec = RECORDERS[day]
+        if not tiny and time.time() + rec.budget_s > deadline:
+            report(event="done", day=day, status="not run", seconds=0.0,
+                   error=f"its budget ({rec.budget_s:.0f} s) did not fit in what was left of the kit's")
+            continue
         report(event="start", day=day)
         start = time.perf_counter()
         out_dir = bundle / "results" / day
@@ -379,6 +395,10 @@ def run_kit(args: argparse.Namespace) -> int:
         return run_recorders(days, bundle, device, args.dry_run, slack, deadline, work)
 
     def benchmark(name: str) -> dict[str, dict]:
+        if not args.dry_run and deadline - time.monotonic() < BENCHMARK_BUDGET_S[name]:
+            print(f"  not run  {0:6.1f} s  {name}  <- its budget did not fit in what was left of the kit's")
+            return {name: {"status": "not run", "seconds": 0.0, "error": "its budget did not fit in what was left "
+                           "of the kit's time budget", "note": None}}
         budget = min(BENCHMARK_BUDGET_S[name] * slack, max(1.0, deadline - time.monotonic()))
         r = run_benchmark(name, bundle, device, args.dry_run, budget, work)
         print(f"  {r['status']:<8} {r['seconds']:6.1f} s  {name}" + (f"  <- {r['error']}" if r["error"] else "")
@@ -442,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worker-bundle", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--worker-status", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--worker-tiny", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--worker-deadline", type=float, default=math.inf, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.download_wheels:
         return download_wheels(args.download_wheels)
@@ -458,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.worker_recorders:
         return worker_recorders(args.worker_recorders.split(","), args.worker_bundle, args.worker_status,
-                                args.device, args.worker_tiny)
+                                args.device, args.worker_tiny, args.worker_deadline)
     if args.wheels:
         install_wheels(args.wheels)
     return run_kit(args)

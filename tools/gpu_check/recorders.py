@@ -9,7 +9,9 @@ every recorder runs the same code at toy sizes so that the kit cannot rot; GPU-o
 payload says so.
 
 Each recorder is bounded in time: its loops are sized to finish well inside ``budget_s`` on an H200, and the runner
-kills a recorder that overruns its budget by half and moves on.
+kills a recorder that overruns its budget by half and moves on. The full-size recorders (ResNet50 at 224 px: Days
+14, 24, 25, 30 and 32) are in :mod:`gpu_check.full_scale_recorders`; :data:`RUN_ORDER` is the order the kit runs
+them all in.
 """
 from __future__ import annotations
 
@@ -403,72 +405,6 @@ def record_day13(ctx: Context) -> dict:
     return {"summary": summary, "rows": rows, "image_px": size, "batch": batch}
 
 
-# ----------------------------------------------------------------------------------------------------------- 14
-# technique -> the days that teach it (the rows Days 03-32 show as their full-size reference)
-# (utils.full_scale_section shows a day the rows of its own techniques from this recording)
-FULL_SCALE_DAYS = {"baseline": "day03, day09, day11, day13, day14, day24, day26", "pinned": "day03, day25",
-                   "tf32": "day11, day25", "bf16": "day11, day14, day25", "fp16": "day11, day14, day25",
-                   "channels_last": "day25", "checkpointing": "day13, day14", "accumulation": "day12, day14",
-                   "fast": "day25, day26"}
-
-
-@recorder("day14", 60, "ResNet50 at 224 px, batch 64, trained through the DataLoader (JPEG decoding and "
-                       "augmentation in worker processes) with one technique at a time "
-                       "(utils.full_scale.full_scale_run): images/s, data-wait share and peak memory, 40 steps each")
-def record_day14(ctx: Context) -> dict:
-    from utils.datasets import IMAGENETTE_FOLDERS, data_root, write_imagenette_like
-    from utils.full_scale import full_scale_data, full_scale_run
-    from utils.precision import has_native_bf16
-    from utils.techniques import TECHNIQUES
-
-    size, model, steps, batch = ctx.pick((32, "small_cnn", 4, 8), (224, "resnet50", 40, 64))
-    half = "bf16" if has_native_bf16(ctx.device) else "fp16"
-    techniques = ctx.pick(["baseline", "accumulation", "fast"],
-                          ["baseline", "pinned", "tf32", half, "channels_last", "checkpointing", "accumulation",
-                           "fast"])
-    workers = ctx.pick(0, None)
-    real = data_root() / IMAGENETTE_FOLDERS["320px"]
-    with tempfile.TemporaryDirectory() as tmp:
-        if real.is_dir() and not ctx.tiny:
-            source = f"Imagenette 320px from {data_root()}"
-            data = full_scale_data("imagenette", size, stats_workers=8)
-        else:   # no network on the GPU machine: JPEGs shaped like Imagenette's, for speed and memory only
-            write_imagenette_like(tmp, size=ctx.pick("160px", "320px"), train_per_class=ctx.pick(12, 26),
-                                  val_per_class=ctx.pick(3, 2), num_classes=ctx.pick(3, 10))
-            source = "generated Imagenette-shaped JPEGs (utils.datasets.write_imagenette_like): speed and memory only"
-            data = full_scale_data("imagenette", size, root=tmp, stats_workers=ctx.pick(0, 8))
-        rows, settings, skipped, used_workers = [], {}, [], None
-        for technique in techniques:
-            if ctx.left_s() < ctx.pick(0, 8):
-                skipped.append(technique)
-                continue
-            r = full_scale_run(technique, steps=steps, batch_size=batch, data=data, model=model,
-                               num_workers=workers, eval_batches=0, device=ctx.device, allow_cpu=ctx.tiny,
-                               progress=False)
-            rows.append({"technique": technique, "what": TECHNIQUES[technique][1],
-                         "days": FULL_SCALE_DAYS.get(technique, ""), "images_per_s": r.images_per_s,
-                         "data_wait_share": r.data_wait_share,
-                         "peak_memory_gib": r.peak_memory_bytes / GiB if r.peak_memory_bytes is not None else None,
-                         "timed_steps": steps - 3})
-            settings[technique], used_workers = r.settings, r.extras["num_workers"]
-            free_device_memory(ctx.device)
-    base = rows[0]
-    for r in rows:
-        r["speedup_vs_baseline"] = r["images_per_s"] / base["images_per_s"]
-        r["memory_vs_baseline"] = (r["peak_memory_gib"] / base["peak_memory_gib"]
-                                   if r["peak_memory_gib"] is not None else None)
-    summary = [f"{model} {size} px, batch {batch}, {used_workers} DataLoader workers, data: {source}"]
-    summary += [f"{r['technique']}: {r['images_per_s']:,.0f} images/s (x{r['speedup_vs_baseline']:.2f}), "
-                f"{r['data_wait_share']:.0%} of the time waiting for data"
-                + (f", peak {r['peak_memory_gib']:.2f} GiB (x{r['memory_vs_baseline']:.2f})"
-                   if r["peak_memory_gib"] is not None else "") for r in rows]
-    if skipped:
-        summary.append(f"not run (time budget spent): {', '.join(skipped)}")
-    summary.append("torch.compile is not in this table: compiling ResNet50's training step takes minutes")
-    return {"summary": summary, "rows": rows, "model": model, "image_px": size, "batch": batch, "data": source,
-            "num_workers": used_workers, "settings": settings}
-
-
 # ----------------------------------------------------------------------------------------------------------- 22
 @recorder("day22", 15, "torch.profiler over two ResNet50 training steps (224 px, batch 64, bf16 autocast): "
                        "key_averages and a trimmed Chrome trace")
@@ -515,93 +451,6 @@ def record_day22(ctx: Context) -> dict:
     free_device_memory(ctx.device)
     return {"summary": summary, "rows": rows, "top_ops": top_ops, "trace_file": trace_file.name,
             "profiled_step_ms": step_ms, "model": name, "image_px": size, "batch": batch}
-
-
-# ----------------------------------------------------------------------------------------------------------- 24
-def _mlp(width: int, depth: int, device: torch.device) -> nn.Module:
-    torch.manual_seed(0)
-    blocks: list[nn.Module] = []
-    for _ in range(depth):
-        blocks += [nn.Linear(width, width), nn.GELU(), nn.LayerNorm(width)]
-    return nn.Sequential(*blocks, nn.Linear(width, 10)).to(device)
-
-
-def _graph_vs_eager_training(width: int, batch: int, device: torch.device, repeats: int) -> dict:
-    """A whole training step (forward, backward, Adam) captured in one CUDA Graph, against the same eager step."""
-    net = _mlp(width, 2, device)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3, capturable=True)
-    loss_fn = nn.CrossEntropyLoss()
-    static_x, static_y = torch.randn(batch, width, device=device), torch.randint(0, 10, (batch,), device=device)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):            # warm up outside the capture: lazy state is created here
-        for _ in range(3):
-            opt.zero_grad(set_to_none=True)
-            loss_fn(net(static_x), static_y).backward()
-            opt.step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    opt.zero_grad(set_to_none=True)
-    with torch.cuda.graph(graph):
-        loss_fn(net(static_x), static_y).backward()
-        opt.step()
-    xb, yb = torch.randn(batch, width, device=device), torch.randint(0, 10, (batch,), device=device)
-
-    def graphed() -> None:
-        static_x.copy_(xb)
-        static_y.copy_(yb)
-        graph.replay()
-
-    def eager() -> None:
-        opt.zero_grad(set_to_none=True)
-        loss_fn(net(xb), yb).backward()
-        opt.step()
-
-    t_graph = time_fn(graphed, device=device, warmup=5, repeats=repeats).median_s
-    t_eager = time_fn(eager, device=device, warmup=5, repeats=repeats).median_s
-    return {"width": width, "batch": batch, "eager_step_us": t_eager * 1e6, "graph_step_us": t_graph * 1e6,
-            "saved_share": 1 - t_graph / t_eager}
-
-
-@recorder("day24", 45, "MLP (8 x Linear-GELU-LayerNorm, width 1024, batch 1024) forward: eager vs torch.compile "
-                       "default and reduce-overhead; a whole training step in one CUDA Graph vs eager")
-def record_day24(ctx: Context) -> dict:
-    import torch._dynamo
-
-    width, depth, batch, repeats = ctx.pick((64, 2, 32, 5), (1024, 8, 1024, 50))
-    x = torch.randn(batch, width, device=ctx.device)
-    modes = ctx.pick(["default"], ["default", "reduce-overhead"])
-    rows = []
-    for mode in ["eager"] + modes:
-        torch._dynamo.reset()
-        model = _mlp(width, depth, ctx.device).eval()
-        if mode == "eager":
-            fn = model
-        elif ctx.tiny:   # the CPU dry run: Dynamo's capture without Inductor's minutes of C++ compilation
-            fn = torch.compile(model, backend="eager")
-        else:
-            fn = torch.compile(model, mode=mode)
-        with torch.no_grad():
-            synchronize(ctx.device)
-            start = time.perf_counter()
-            fn(x)
-            synchronize(ctx.device)
-            first = time.perf_counter() - start
-            t = time_fn(lambda: fn(x), device=ctx.device, warmup=3, repeats=repeats)
-        rows.append({"mode": mode, "first_call_s": first, "step_us": t.median_s * 1e6})
-    for r in rows:
-        r["speedup_vs_eager"] = rows[0]["step_us"] / r["step_us"]
-    graphs = []
-    if ctx.cuda:
-        graphs = [_graph_vs_eager_training(w, 64, ctx.device, repeats) for w in (64, 1024)]
-    summary = [f"forward of width {width}, depth {depth}, batch {batch}: " + ", ".join(
-        f"{r['mode']} {r['step_us']:.0f} us (first call {r['first_call_s']:.1f} s)" for r in rows)]
-    summary += [f"whole training step in a CUDA Graph, width {g['width']}: eager {g['eager_step_us']:.0f} us, graph "
-                f"{g['graph_step_us']:.0f} us: {g['saved_share']:.0%} of the step saved" for g in graphs]
-    if ctx.tiny:
-        summary.append("dry run: Dynamo with the eager backend; Inductor and CUDA Graphs need the GPU run")
-    torch._dynamo.reset()
-    return {"summary": summary, "rows": rows, "cuda_graph_training": graphs}
 
 
 # ----------------------------------------------------------------------------------------------------------- 27
@@ -664,3 +513,16 @@ def record_day27(ctx: Context) -> dict:
     del model, opt
     free_device_memory(ctx.device)
     return payload
+
+
+# ------------------------------------------------------------------------------------------------- running order
+# The full-size recorders (Days 14, 24, 25, 30, 32) live in gpu_check.full_scale_recorders; importing it registers
+# them. The kit runs the recorders in this order, the most valuable first, because one device call (the kit's
+# --time-budget) does not hold every part: the full-size rows that the most notebooks show, then the issue-sized
+# gaps, then the small per-day measurements.
+from gpu_check import full_scale_recorders  # noqa: E402,F401  (registers days 14, 24, 25, 30, 32)
+
+RUN_ORDER = ("day14", "day24", "day25", "day30", "day32", "day09", "day11", "day13", "day08", "day22", "day03",
+             "day02", "day27")
+for _day in sorted(RECORDERS, key=lambda d: RUN_ORDER.index(d) if d in RUN_ORDER else len(RUN_ORDER)):
+    RECORDERS[_day] = RECORDERS.pop(_day)

@@ -1,0 +1,501 @@
+"""Part B's full-size recorders: ResNet50 at 224 px, what the days' full-size sections (``utils.full_scale_section``)
+and full-size cells show when they cannot measure live. Registered in :data:`gpu_check.recorders.RECORDERS` on import.
+
+- Day 14: every technique once through the DataLoader (the shared rows that the full-size sections of Days 03-26 show).
+- Day 24: the compiled whole training step (forward, backward, optimizer) against eager: first call, steady state,
+  break-even; the MLP step of the day's Section 2; a training step in one CUDA Graph.
+- Day 25: bf16 autocast alone, each fast-path knob on top of it and all together, as the Day 25 section runs them.
+- Day 30: ResNet50 exported to ONNX, parity with eager, eager vs ONNX Runtime like with like.
+- Day 32: the capstone's full-size configuration's images/s and peak memory (no accuracy: no network there).
+
+Without the real Imagenette (the GPU machine has no network) the data are generated Imagenette-shaped JPEGs
+(:func:`utils.datasets.write_imagenette_like`): right for speed and memory, meaningless for accuracy, and the
+payloads say so.
+"""
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+from torch import nn
+
+from gpu_check.recorders import GiB, Context, _peak, _peak_reset, recorder
+from utils.batch_size import free_device_memory
+from utils.data import DataSplits
+from utils.device import synchronize
+from utils.models import build_model
+from utils.timing import time_fn
+
+GENERATED = "generated Imagenette-shaped JPEGs (utils.datasets.write_imagenette_like): speed and memory only"
+
+
+@contextmanager
+def imagenette_data(ctx: Context, size: int, train_per_class: int) -> Iterator[tuple[DataSplits, str]]:
+    """``(data for utils.full_scale.full_scale_run, where it came from)``: the real Imagenette at 320 px if it is on
+    this disk (never at toy size), else generated JPEGs of the same shapes in a temp folder removed afterwards."""
+    from utils.datasets import IMAGENETTE_FOLDERS, data_root, write_imagenette_like
+    from utils.full_scale import full_scale_data
+
+    real = data_root() / IMAGENETTE_FOLDERS["320px"]
+    with tempfile.TemporaryDirectory() as tmp:
+        if real.is_dir() and not ctx.tiny:
+            yield full_scale_data("imagenette", size, stats_workers=8), f"Imagenette 320px from {data_root()}"
+            return
+        write_imagenette_like(tmp, size=ctx.pick("160px", "320px"), train_per_class=train_per_class,
+                              val_per_class=ctx.pick(3, 2), num_classes=ctx.pick(3, 10))
+        yield full_scale_data("imagenette", size, root=tmp, stats_workers=ctx.pick(0, 8)), GENERATED
+
+
+def _run_row(r: Any, label: str, steps: int) -> dict:
+    """One table row from a :class:`utils.full_scale.FullScaleResult`."""
+    return {"run": label, "images_per_s": r.images_per_s, "data_wait_share": r.data_wait_share,
+            "peak_memory_gib": r.peak_memory_bytes / GiB if r.peak_memory_bytes is not None else None,
+            "timed_steps": steps - 3}
+
+
+def _relative(rows: list[dict]) -> None:
+    """Add speed and memory relative to the first row (the baseline) to every row."""
+    base = rows[0]
+    for r in rows:
+        r["speedup_vs_baseline"] = r["images_per_s"] / base["images_per_s"]
+        r["memory_vs_baseline"] = (r["peak_memory_gib"] / base["peak_memory_gib"]
+                                   if r["peak_memory_gib"] is not None and base["peak_memory_gib"] else None)
+
+
+# ----------------------------------------------------------------------------------------------------------- 14
+# technique -> the days that teach it (the rows Days 03-32 show as their full-size reference)
+# (utils.full_scale_section shows a day the rows of its own techniques from this recording)
+FULL_SCALE_DAYS = {"baseline": "day03, day09, day11, day13, day14, day24, day26", "pinned": "day03, day25",
+                   "tf32": "day11, day25", "bf16": "day11, day14, day25", "fp16": "day11, day14, day25",
+                   "channels_last": "day25", "checkpointing": "day13, day14", "accumulation": "day12, day14",
+                   "fast": "day25, day26"}
+
+
+@recorder("day14", 60, "ResNet50 at 224 px, batch 64, trained through the DataLoader (JPEG decoding and "
+                       "augmentation in worker processes) with one technique at a time "
+                       "(utils.full_scale.full_scale_run): images/s, data-wait share and peak memory, 40 steps each")
+def record_day14(ctx: Context) -> dict:
+    from utils.full_scale import full_scale_run
+    from utils.precision import has_native_bf16
+    from utils.techniques import TECHNIQUES
+
+    size, model, steps, batch = ctx.pick((32, "small_cnn", 4, 8), (224, "resnet50", 40, 64))
+    half = "bf16" if has_native_bf16(ctx.device) else "fp16"
+    techniques = ctx.pick(["baseline", "accumulation", "fast"],
+                          ["baseline", "pinned", "tf32", half, "channels_last", "checkpointing", "accumulation",
+                           "fast"])
+    workers = ctx.pick(0, None)
+    with imagenette_data(ctx, size, train_per_class=ctx.pick(12, 26)) as (data, source):
+        rows, settings, skipped, used_workers = [], {}, [], None
+        for technique in techniques:
+            if ctx.left_s() < ctx.pick(0, 8):
+                skipped.append(technique)
+                continue
+            r = full_scale_run(technique, steps=steps, batch_size=batch, data=data, model=model,
+                               num_workers=workers, eval_batches=0, device=ctx.device, allow_cpu=ctx.tiny,
+                               progress=False)
+            rows.append({"technique": technique, "what": TECHNIQUES[technique][1],
+                         "days": FULL_SCALE_DAYS.get(technique, ""), "images_per_s": r.images_per_s,
+                         "data_wait_share": r.data_wait_share,
+                         "peak_memory_gib": r.peak_memory_bytes / GiB if r.peak_memory_bytes is not None else None,
+                         "timed_steps": steps - 3})
+            settings[technique], used_workers = r.settings, r.extras["num_workers"]
+            free_device_memory(ctx.device)
+    base = rows[0]
+    for r in rows:
+        r["speedup_vs_baseline"] = r["images_per_s"] / base["images_per_s"]
+        r["memory_vs_baseline"] = (r["peak_memory_gib"] / base["peak_memory_gib"]
+                                   if r["peak_memory_gib"] is not None else None)
+    summary = [f"{model} {size} px, batch {batch}, {used_workers} DataLoader workers, data: {source}"]
+    summary += [f"{r['technique']}: {r['images_per_s']:,.0f} images/s (x{r['speedup_vs_baseline']:.2f}), "
+                f"{r['data_wait_share']:.0%} of the time waiting for data"
+                + (f", peak {r['peak_memory_gib']:.2f} GiB (x{r['memory_vs_baseline']:.2f})"
+                   if r["peak_memory_gib"] is not None else "") for r in rows]
+    if skipped:
+        summary.append(f"not run (time budget spent): {', '.join(skipped)}")
+    summary.append("torch.compile is not in this table: compiling ResNet50's training step takes minutes")
+    return {"summary": summary, "rows": rows, "model": model, "image_px": size, "batch": batch, "data": source,
+            "num_workers": used_workers, "settings": settings}
+
+
+# ----------------------------------------------------------------------------------------------------------- 24
+def _mlp(width: int, depth: int, device: torch.device) -> nn.Module:
+    torch.manual_seed(0)
+    blocks: list[nn.Module] = []
+    for _ in range(depth):
+        blocks += [nn.Linear(width, width), nn.GELU(), nn.LayerNorm(width)]
+    return nn.Sequential(*blocks, nn.Linear(width, 10)).to(device)
+
+
+def _graph_vs_eager_training(width: int, batch: int, device: torch.device, repeats: int) -> dict:
+    """A whole training step (forward, backward, Adam) captured in one CUDA Graph, against the same eager step."""
+    net = _mlp(width, 2, device)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3, capturable=True)
+    loss_fn = nn.CrossEntropyLoss()
+    static_x, static_y = torch.randn(batch, width, device=device), torch.randint(0, 10, (batch,), device=device)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):            # warm up outside the capture: lazy state is created here
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            loss_fn(net(static_x), static_y).backward()
+            opt.step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        loss_fn(net(static_x), static_y).backward()
+        opt.step()
+    xb, yb = torch.randn(batch, width, device=device), torch.randint(0, 10, (batch,), device=device)
+
+    def graphed() -> None:
+        static_x.copy_(xb)
+        static_y.copy_(yb)
+        graph.replay()
+
+    def eager() -> None:
+        opt.zero_grad(set_to_none=True)
+        loss_fn(net(xb), yb).backward()
+        opt.step()
+
+    t_graph = time_fn(graphed, device=device, warmup=5, repeats=repeats).median_s
+    t_eager = time_fn(eager, device=device, warmup=5, repeats=repeats).median_s
+    return {"width": width, "batch": batch, "eager_step_us": t_eager * 1e6, "graph_step_us": t_graph * 1e6,
+            "saved_share": 1 - t_graph / t_eager}
+
+
+def break_even_calls(first_call_s: float, eager_step_s: float, compiled_step_s: float) -> float:
+    """The smallest ``N >= 1`` with ``first_call_s + (N - 1) * compiled_step_s <= N * eager_step_s`` (the first call
+    already did one step), ``math.inf`` when the compiled step is not faster: Day 24's Exercise 1."""
+    if first_call_s <= eager_step_s:
+        return 1
+    gain = eager_step_s - compiled_step_s
+    if gain <= 0:
+        return math.inf
+    return max(1, math.ceil((first_call_s - compiled_step_s) / gain - 1e-9))
+
+
+def compile_payoff(step: Any, inputs: tuple, device: torch.device, repeats: int, **compile_kwargs: Any) -> dict:
+    """Day 24's ``measure_compile_payoff`` protocol through ``utils.timing.time_fn``: eager (3 warm-up calls, the
+    median of ``repeats``), the compiled step's first call timed once between synchronisations, then its steady state
+    (3 warm-up calls, the median of ``repeats``); peak memory of each steady state on CUDA. Seconds and bytes."""
+    _peak_reset(device)
+    eager = time_fn(lambda: step(*inputs), device=device, warmup=3, repeats=repeats)
+    eager_peak = _peak(device)
+    compiled = torch.compile(step, **compile_kwargs)
+    synchronize(device)
+    start = time.perf_counter()
+    compiled(*inputs)                           # tracing, AOTAutograd, code generation and one step
+    synchronize(device)
+    first_call_s = time.perf_counter() - start
+    compiled(*inputs)                           # later one-off work (e.g. CUDA Graph recording) outside the peak
+    _peak_reset(device)
+    steady = time_fn(lambda: compiled(*inputs), device=device, warmup=3, repeats=repeats)
+    return {"first_call_s": first_call_s, "eager_step_ms": eager.median_s * 1e3,
+            "compiled_step_ms": steady.median_s * 1e3, "speedup": eager.median_s / steady.median_s,
+            "break_even_steps": break_even_calls(first_call_s, eager.median_s, steady.median_s),
+            "eager_peak_gib": eager_peak / GiB if eager_peak is not None else None,
+            "compiled_peak_gib": (_peak(device) or 0) / GiB if device.type == "cuda" else None}
+
+
+def training_step_for(model: nn.Module, opt: torch.optim.Optimizer) -> Any:
+    """Day 24's ``train_step_for``: forward, loss, backward, optimizer update, gradients set to None; the loss back."""
+    def train_step(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        loss = nn.functional.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+    return train_step
+
+
+def _dynamo_graphs() -> tuple[int, list[str]]:
+    """Graphs Dynamo made since its counters were cleared, and the distinct graph-break reasons (first lines)."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"], sorted({r.splitlines()[0] for r in counters["graph_break"]})
+
+
+@recorder("day24", 140, "the whole training step (forward, loss, backward, optimizer update) compiled with "
+                        "torch.compile and timed as Day 24's measure_compile_payoff does (first call, steady state, "
+                        "break-even, eager in the same run): ResNet50 at 224 px, batch 64, fp32 + SGD (momentum "
+                        "0.9), default mode; Section 2's MLP step (8 x Linear-GELU-LayerNorm, width 1024, batch 1024, "
+                        "AdamW), default and reduce-overhead; a whole MLP training step in one CUDA Graph vs eager")
+def record_day24(ctx: Context) -> dict:
+    from torch._dynamo.utils import counters
+
+    # The dry run: Dynamo + AOTAutograd without Inductor's code generation (minutes of C++ compilation on a CPU).
+    settings = (lambda mode: {"backend": "aot_eager"}) if ctx.tiny else (lambda mode: {"mode": mode})
+    repeats = ctx.pick(3, 20)
+    rows, skipped = [], []
+    # 1. ResNet50's whole training step: the row the Day 24 full-size section lacks (it compiles the model only).
+    name, size, batch = ctx.pick(("small_cnn", 32, 8), ("resnet50", 224, 64))
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = build_model(name, 10, image_size=size).to(ctx.device).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(batch, 3, size, size, device=ctx.device)
+    y = torch.randint(0, 10, (batch,), device=ctx.device)
+    r = compile_payoff(training_step_for(model, opt), (x, y), ctx.device, repeats, **settings("default"))
+    graphs, breaks = _dynamo_graphs()
+    rows.append({"step": f"{name} {size} px batch {batch}, SGD", "mode": "default", **r,
+                 "eager_images_per_s": batch / r["eager_step_ms"] * 1e3,
+                 "compiled_images_per_s": batch / r["compiled_step_ms"] * 1e3, "dynamo_graphs": graphs,
+                 "graph_breaks": breaks})
+    del model, opt, x, y
+    torch._dynamo.reset()
+    free_device_memory(ctx.device)
+    # 2. Section 2's MLP step, in each of the notebook's GPU modes.
+    width, depth, mlp_batch = ctx.pick((64, 2, 32), (1024, 8, 1024))
+    xb, yb = torch.randn(mlp_batch, width, device=ctx.device), torch.randint(0, 10, (mlp_batch,), device=ctx.device)
+    for mode in ctx.pick(["default"], ["default", "reduce-overhead"]):
+        if ctx.left_s() < ctx.pick(0, 30):
+            skipped.append(f"MLP step, {mode}")
+            continue
+        torch._dynamo.reset()
+        counters.clear()
+        net = _mlp(width, depth, ctx.device).train()
+        r = compile_payoff(training_step_for(net, torch.optim.AdamW(net.parameters(), lr=1e-3)), (xb, yb),
+                           ctx.device, repeats * 2, **settings(mode))
+        graphs, breaks = _dynamo_graphs()
+        rows.append({"step": f"MLP {depth} x {width}, batch {mlp_batch}, AdamW", "mode": mode, **r,
+                     "eager_images_per_s": None, "compiled_images_per_s": None, "dynamo_graphs": graphs,
+                     "graph_breaks": breaks})
+        del net
+    torch._dynamo.reset()
+    # 3. A whole training step in one CUDA Graph (Section 5).
+    graphs_rows = []
+    if ctx.cuda and ctx.left_s() > 5:
+        graphs_rows = [_graph_vs_eager_training(w, 64, ctx.device, repeats * 5) for w in (64, 1024)]
+    summary = []
+    for r in rows:
+        pays = (f"pays off after {r['break_even_steps']:,} steps" if r["break_even_steps"] != math.inf
+                else "never pays off (the compiled step is not faster)")
+        summary.append(f"{r['step']}, {r['mode']}: first call {r['first_call_s']:.1f} s, eager "
+                       f"{r['eager_step_ms']:.2f} ms, compiled {r['compiled_step_ms']:.2f} ms per step: "
+                       f"x{r['speedup']:.2f}, {pays}; {r['dynamo_graphs']} graphs")
+        r["break_even_steps"] = None if r["break_even_steps"] == math.inf else r["break_even_steps"]  # JSON
+    summary += [f"whole MLP training step in a CUDA Graph, width {g['width']}: eager {g['eager_step_us']:.0f} us, "
+                f"graph {g['graph_step_us']:.0f} us: {g['saved_share']:.0%} of the step saved" for g in graphs_rows]
+    if skipped:
+        summary.append(f"not run (time budget spent): {', '.join(skipped)}")
+    if ctx.tiny:
+        summary.append("dry run: the aot_eager back end (no Inductor code generation); Inductor and CUDA Graphs "
+                       "need the GPU run")
+    return {"summary": summary, "rows": rows, "cuda_graph_training": graphs_rows,
+            "compile_settings": settings("default"), "image_px": size, "batch": batch}
+
+
+# ----------------------------------------------------------------------------------------------------------- 25
+#: Day 25's knobs, as its full-size cell switches them on one at a time on top of mixed precision (same names).
+DAY25_KNOBS = {"tf32": {"tf32": True}, "channels_last": {"channels_last": True},
+               "cudnn_benchmark": {"cudnn_benchmark": True}, "fused_sgd": {"optimizer_impl": "fused"},
+               "pinned": {"pin_memory": True}}
+
+
+@recorder("day25", 55, "ResNet50 at 224 px, batch 64, through the DataLoader, as Day 25's full-size section runs it: "
+                       "bf16 autocast alone (fp16 + GradScaler before Ampere), each fast-path knob on top of it "
+                       "(TF32, channels_last, cudnn.benchmark, fused SGD, pinned memory) and all of them ('fast'): "
+                       "images/s, data-wait share and peak memory, 40 steps each")
+def record_day25(ctx: Context) -> dict:
+    from utils.full_scale import full_scale_run
+    from utils.precision import has_native_bf16
+
+    size, model, steps, batch = ctx.pick((32, "small_cnn", 4, 8), (224, "resnet50", 40, 64))
+    half = "bf16" if has_native_bf16(ctx.device) else "fp16"
+    variants = ([(half, half, {})] + [(f"{half}+{k}", half, kw) for k, kw in DAY25_KNOBS.items()]
+                + [("fast", "fast", {})])
+    if ctx.tiny:     # the dry run checks the code path: the baseline, one knob and all of them
+        variants = [variants[0], variants[2], variants[-1]]
+    rows, skipped, used_workers = [], [], None
+    with imagenette_data(ctx, size, train_per_class=ctx.pick(12, 26)) as (data, source):
+        for label, technique, knobs in variants:
+            if ctx.left_s() < ctx.pick(0, 6):
+                skipped.append(label)
+                continue
+            r = full_scale_run(technique, steps=steps, batch_size=batch, data=data, model=model,
+                               num_workers=ctx.pick(0, None), eval_batches=0, device=ctx.device,
+                               allow_cpu=ctx.tiny, progress=False, **knobs)
+            rows.append({**_run_row(r, label, steps), "technique": technique,
+                         "knobs": ", ".join(f"{k}={v}" for k, v in knobs.items()) or "-"})
+            used_workers = r.extras["num_workers"]
+            free_device_memory(ctx.device)
+    _relative(rows)
+    summary = [f"{model} {size} px, batch {batch}, {used_workers} DataLoader workers, data: {source}; every ratio "
+               f"is against {half} autocast alone"]
+    summary += [f"{r['run']}: {r['images_per_s']:,.0f} images/s (x{r['speedup_vs_baseline']:.2f}), "
+                f"{r['data_wait_share']:.0%} waiting for data"
+                + (f", peak {r['peak_memory_gib']:.2f} GiB (x{r['memory_vs_baseline']:.2f})"
+                   if r["peak_memory_gib"] is not None else "") for r in rows]
+    waiting = max(rows, key=lambda r: r["data_wait_share"])
+    if waiting["data_wait_share"] > 0.10:
+        summary.append(f"{waiting['run']} waited {waiting['data_wait_share']:.0%} of its time for the DataLoader: "
+                       "there the input pipeline set the pace, and the ratios understate what the knobs save")
+    if skipped:
+        summary.append(f"not run (time budget spent): {', '.join(skipped)}")
+    return {"summary": summary, "rows": rows, "model": model, "image_px": size, "batch": batch, "data": source,
+            "num_workers": used_workers, "amp": half}
+
+
+# ----------------------------------------------------------------------------------------------------------- 30
+def export_onnx(model: nn.Module, example: torch.Tensor, path: Path) -> Path:
+    """Day 30's export: the dynamo exporter, a dynamic batch dimension, weights as external data, checked."""
+    import onnx
+
+    model.eval()
+    torch.onnx.export(model, (example,), str(path), dynamo=True, external_data=True,
+                      dynamic_shapes=({0: torch.export.Dim("batch")},), input_names=["images"],
+                      output_names=["logits"], verbose=False)
+    onnx.checker.check_model(str(path), full_check=True)
+    return path
+
+
+def eager_vs_onnxruntime(net: nn.Module, session: Any, dev: torch.device, batches: list[int], size: int,
+                         repeats: int) -> list[dict]:
+    """Day 30's like-with-like timing: fp32 with TF32 off on both sides, a host array in and out, cudnn.benchmark on
+    where ONNX Runtime's CUDA provider searches convolution algorithms, warm-up, synchronised medians (ms)."""
+    import copy
+
+    from utils.tf32 import tf32_disabled
+
+    net = copy.deepcopy(net).to(dev).eval()      # eager on the device ONNX Runtime computes on: like with like
+    saved = torch.backends.cudnn.benchmark
+    rows = []
+    try:
+        torch.backends.cudnn.benchmark = dev.type == "cuda"
+        with tf32_disabled(), torch.inference_mode():
+            for n in batches:
+                x_np = torch.randn(n, 3, size, size).numpy()
+                t_eager = time_fn(lambda: net(torch.from_numpy(x_np).to(dev)).cpu(), device=dev, warmup=3,
+                                  repeats=repeats)
+                t_ort = time_fn(lambda: session(x_np), device=dev, warmup=3, repeats=repeats)
+                rows.append({"batch": n, "device": dev.type, "eager_ms": t_eager.median_s * 1e3,
+                             "onnxruntime_ms": t_ort.median_s * 1e3, "speedup": t_eager.median_s / t_ort.median_s,
+                             "onnxruntime_images_per_s": n / t_ort.median_s})
+    finally:
+        torch.backends.cudnn.benchmark = saved
+    return rows
+
+
+@recorder("day30", 50, "torchvision ResNet50 at 224 px (random weights) exported to ONNX as Day 30 does (dynamo "
+                       "exporter, dynamic batch, external data, onnx.checker); parity with eager fp32; eager vs ONNX "
+                       "Runtime like with like (fp32, TF32 off, host array in and out) on the CUDA provider at "
+                       "batches 1, 8, 64, 256, and the TensorRT provider only where this onnxruntime has it")
+def record_day30(ctx: Context) -> dict:
+    import onnxruntime as ort
+    import torchvision
+
+    from utils.export import OnnxModel, max_abs_diff
+    from utils.tf32 import tf32_disabled
+
+    size, batches, repeats = ctx.pick((16, [1, 4], 3), (224, [1, 8, 64, 256], 30))
+    torch.manual_seed(0)
+    net = (build_model("small_cnn", 10, image_size=size) if ctx.tiny else torchvision.models.resnet50()).eval()
+    net = net.to(ctx.device)
+    available = ort.get_available_providers()
+    summary, rows = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        path = export_onnx(net, torch.randn(2, 3, size, size, device=ctx.device), Path(tmp) / "model.onnx")
+        export_s = time.perf_counter() - start
+        sizes_mb = sum(f.stat().st_size for f in Path(tmp).glob("model.onnx*")) / 1e6
+        session = OnnxModel(path, threads=torch.get_num_threads(), cuda_device=ctx.device.index or 0)
+        ort_dev = ctx.device if ctx.cuda and "CUDAExecutionProvider" in session.providers else torch.device("cpu")
+        torch.manual_seed(1)
+        images = torch.randn(8, 3, size, size)
+        with torch.inference_mode(), tf32_disabled():
+            reference = net(images.to(ctx.device)).cpu()
+        got = session(images)
+        parity = {"images": len(images), "inputs": "random normal images (speed and parity, not accuracy)",
+                  "providers": session.providers, "max_abs_diff": max_abs_diff(reference, got),
+                  "largest_abs_logit": float(reference.abs().max()),
+                  "argmax_agreement": float((got.argmax(1) == reference.numpy().argmax(1)).mean())}
+        parity["holds"] = parity["max_abs_diff"] < 1e-4 * max(1.0, parity["largest_abs_logit"])
+        timed = batches if ort_dev.type == "cuda" else [b for b in batches if b <= 8]
+        rows = [{"runtime": f"onnxruntime {session.providers[0]}", **r}
+                for r in eager_vs_onnxruntime(net, session, ort_dev, timed, size, repeats)]
+        if ort_dev.type != "cuda" and ctx.cuda:
+            summary.append(f"this onnxruntime ({ort.__version__}) has no CUDA provider ({', '.join(available)}): the "
+                           "comparison ran on the CPU, as the notebook does; install onnxruntime-gpu for GPU numbers")
+            saved = torch.backends.cudnn.benchmark
+            torch.backends.cudnn.benchmark = True
+            try:                  # eager on the GPU alone, same protocol, for scale (no runtime to compare it with)
+                with tf32_disabled(), torch.inference_mode():
+                    for n in batches:
+                        x_np = torch.randn(n, 3, size, size).numpy()
+                        t = time_fn(lambda: net(torch.from_numpy(x_np).to(ctx.device)).cpu(), device=ctx.device,
+                                    warmup=3, repeats=repeats)
+                        rows.append({"runtime": "eager only (no onnxruntime on the GPU here)", "batch": n,
+                                     "device": ctx.device.type, "eager_ms": t.median_s * 1e3,
+                                     "onnxruntime_ms": None, "speedup": None, "onnxruntime_images_per_s": None})
+            finally:
+                torch.backends.cudnn.benchmark = saved
+        if "TensorrtExecutionProvider" in available and ctx.cuda and ctx.left_s() > 25:
+            trt_batch = 64   # one shape: each new input shape builds a new engine
+            trt = OnnxModel(path, providers=[("TensorrtExecutionProvider", {"device_id": str(ctx.device.index or 0)}),
+                                             "CUDAExecutionProvider"], cuda_device=ctx.device.index or 0)
+            rows += [{"runtime": "onnxruntime TensorrtExecutionProvider (fp32)", **r}
+                     for r in eager_vs_onnxruntime(net, trt, ctx.device, [trt_batch], size, repeats)]
+        elif ctx.cuda:
+            summary.append("TensorRT: not measured (no TensorrtExecutionProvider in this onnxruntime, or no time left)")
+    summary.insert(0, f"{'ResNet50' if not ctx.tiny else 'small_cnn'} {size} px: exported in {export_s:.1f} s "
+                      f"({sizes_mb:.1f} MB with its external data); parity with eager fp32 on {parity['images']} "
+                      f"random images: max abs diff {parity['max_abs_diff']:.2e} -> "
+                      + ("holds" if parity["holds"] else "FAILS"))
+    summary += [f"{r['runtime']}, batch {r['batch']} on {r['device']}: eager {r['eager_ms']:.2f} ms, onnxruntime "
+                f"{r['onnxruntime_ms']:.2f} ms: onnxruntime runs at {r['speedup']:.2f}x eager's speed" for r in rows
+                if r["speedup"] is not None]
+    del net
+    free_device_memory(ctx.device)
+    return {"summary": summary, "rows": rows, "parity": parity, "export_s": export_s, "onnx_mb": sizes_mb,
+            "image_px": size, "onnxruntime": ort.__version__, "available_providers": available}
+
+
+# ----------------------------------------------------------------------------------------------------------- 32
+ACCURACY_NOT_RECORDED = ("no accuracy is recorded: the GPU machine has no network, so the runs train on generated "
+                         "JPEGs that carry no class information, for a few steps")
+
+
+@recorder("day32", 40, "the capstone's full-size configuration (ResNet50 at 224 px, micro-batch 128 x 2 accumulation "
+                       "steps, mixed precision, DataLoader workers) trained through utils.full_scale.full_scale_run "
+                       "on Imagenette-shaped JPEGs: images/s, data-wait share and peak memory, with the same run in "
+                       "fp32 beside it (the capstone's one-knob comparison); no accuracy")
+def record_day32(ctx: Context) -> dict:
+    from utils.full_scale import full_scale_run
+    from utils.precision import has_native_bf16
+
+    size, model, steps, micro = ctx.pick((32, "small_cnn", 4, 4), (224, "resnet50", 20, 128))
+    half = "bf16" if has_native_bf16(ctx.device) else "fp16"
+    rows, skipped, used_workers = [], [], None
+    with imagenette_data(ctx, size, train_per_class=ctx.pick(12, 60)) as (data, source):
+        for label, technique in ((f"{half} autocast (the capstone's AMP='auto')", half), ("fp32", "baseline")):
+            if ctx.left_s() < ctx.pick(0, 10):
+                skipped.append(label)
+                continue
+            r = full_scale_run(technique, steps=steps, batch_size=2 * micro, accumulation_steps=2, data=data,
+                               model=model, num_workers=ctx.pick(0, None), eval_batches=0, device=ctx.device,
+                               allow_cpu=ctx.tiny, progress=False)
+            rows.append({**_run_row(r, label, steps), "micro_batch": r.micro_batch_size, "batch": r.batch_size})
+            used_workers = r.extras["num_workers"]
+            free_device_memory(ctx.device)
+    _relative(rows)
+    summary = [f"{model} {size} px, micro-batch {micro} x 2 accumulation steps (batch {2 * micro}), "
+               f"{used_workers} DataLoader workers, data: {source}"]
+    summary += [f"{r['run']}: {r['images_per_s']:,.0f} images/s (x{r['speedup_vs_baseline']:.2f} vs the first row), "
+                f"{r['data_wait_share']:.0%} waiting for data"
+                + (f", peak {r['peak_memory_gib']:.2f} GiB" if r["peak_memory_gib"] is not None else "") for r in rows]
+    summary += [f"accuracy: {ACCURACY_NOT_RECORDED}; the capstone's accuracy target stays to be confirmed by a run "
+                "with the real Imagenette",
+                "optimizer: full_scale_run's SGD with momentum, where the capstone uses AdamW (two moments instead "
+                "of one momentum buffer: about 0.1 GiB more state for ResNet50)"]
+    if skipped:
+        summary.append(f"not run (time budget spent): {', '.join(skipped)}")
+    return {"summary": summary, "rows": rows, "model": model, "image_px": size, "micro_batch": micro,
+            "accumulation_steps": 2, "data": source, "num_workers": used_workers, "accuracy": None,
+            "accuracy_note": ACCURACY_NOT_RECORDED}
