@@ -38,4 +38,28 @@ MUTANTS = [
            find="    with torch.no_grad():\n", replace="    if True:\n",
            why="no torch.no_grad(): an in-place update of an nn.Parameter raises",
            caught_by="day25_foreach_sgd_step_tests"),
+    Mutant(cell="day25_channels_last_model",
+           find="            module.register_forward_pre_hook(to_nhwc)\n", replace="            pass\n",
+           why="converted the model only (section 4's first half): the NCHW batch and the shuffle's output reach "
+               "convolutions in NCHW",
+           caught_by="day25_channels_last_model_tests"),
+    Mutant(cell="day25_channels_last_model",
+           find="    model.to(memory_format=torch.channels_last)", replace="    model",
+           why="converts every convolution's input but leaves the weights in NCHW",
+           caught_by="day25_channels_last_model_tests"),
+    Mutant(cell="day25_channels_last_model",
+           find="    for module in model.modules():\n        if isinstance(module, nn.Conv2d):\n"
+                "            module.register_forward_pre_hook(to_nhwc)\n",
+           replace="    model.register_forward_pre_hook(to_nhwc)\n",
+           why="converts the batch once at the model's entrance: a layer that returns NCHW (the channel shuffle) "
+               "feeds the next convolution in NCHW",
+           caught_by="day25_channels_last_model_tests"),
+    Mutant(cell="day25_channels_last_model",
+           find="x.contiguous(memory_format=torch.channels_last)", replace="x.clone(memory_format=torch.channels_last)",
+           why="copies every convolution's input, also when it is already channels_last",
+           caught_by="day25_channels_last_model_tests"),
+    Mutant(cell="day25_channels_last_model",
+           find="x.contiguous(memory_format=torch.channels_last)", replace="x.contiguous()",
+           why="contiguous() without a memory format makes the input NCHW, the opposite of the goal",
+           caught_by="day25_channels_last_model_tests"),
 ]

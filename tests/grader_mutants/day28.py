@@ -24,6 +24,31 @@ MUTANTS = [
            why="leaves every class with F1 = 0 out of the macro average, also classes that occur",
            caught_by="day28_average_f1_tests"),
     Mutant(cell="day28_average_f1",
+           find="    f1 = classification_report(cm).f1\n",
+           replace="    f1 = torch.tensor([2 * float(cm[c, c]) / float(support[c] + predicted[c])\n"
+                   "                       if float(support[c] + predicted[c]) > 0 else 0.0 for c in range(len(cm))],\n"
+                   "                      dtype=torch.float64)\n",
+           why="per-class F1 (2TP / (support + predicted)) in a Python loop that reads every class's counts back",
+           caught_by="day28_average_f1_tests"),
+    Mutant(cell="day28_average_f1",
+           find="    f1 = classification_report(cm).f1\n",
+           replace="    f1 = torch.stack([torch.where(support[c] + predicted[c] > 0,\n"
+                   "                                  2 * cm[c, c] / (support[c] + predicted[c]).clamp(min=1),\n"
+                   "                                  cm.new_zeros(())) for c in range(len(cm))])\n",
+           why="per-class F1 in a Python loop of tensor operations: no reads, but operations (kernel launches on a "
+               "GPU) grow with the number of classes",
+           caught_by="day28_average_f1_tests"),
+    Mutant(cell="day28_average_f1",
+           find="    occurs = (support > 0) | (predicted > 0)",
+           replace="    occurs = [c for c in range(len(cm)) if support[c] > 0 or predicted[c] > 0]",
+           why="finds the classes that occur with an `if` per class: one read per class",
+           caught_by="day28_average_f1_tests"),
+    Mutant(cell="day28_average_f1",
+           find="return float(cm.diag().sum() / total)",
+           replace="return sum(float(cm[c, c]) for c in range(len(cm))) / float(total)",
+           why="micro F1 (accuracy) summed class by class in Python: one read per class",
+           caught_by="day28_average_f1_tests"),
+    Mutant(cell="day28_average_f1",
            find='    if total <= 0:\n        raise ValueError("the confusion matrix holds no samples: there is nothing to '
                 'average")\n',
            replace="",
