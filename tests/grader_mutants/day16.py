@@ -1,4 +1,5 @@
-"""Day 16: plausible wrong answers to the no-decay parameter groups and to clipping by the total norm."""
+"""Day 16: plausible wrong answers to the no-decay parameter groups, to clipping by the total norm with one host sync
+and to LARS's trust ratio without host syncs."""
 from grader_mutants import Mutant
 
 MUTANTS = [
@@ -33,4 +34,47 @@ MUTANTS = [
            find="    return total", replace="    return min(total, max_norm)",
            why="returns the norm after clipping, which hides the spikes it should log",
            caught_by="day16_clip_by_total_norm_tests"),
+    Mutant(cell="day16_clip_by_total_norm",
+           find="    norms = torch.stack([torch.linalg.vector_norm(g.detach(), dtype=torch.float64) for g in grads])\n"
+                "    total = float(torch.linalg.vector_norm(norms))   # the one host sync\n",
+           replace="    total = math.sqrt(sum(float(g.detach().double().pow(2).sum()) for g in grads))\n",
+           why="reads each tensor's sum of squares on the host: right norm, one host sync per tensor",
+           caught_by="day16_clip_by_total_norm_tests"),
+    Mutant(cell="day16_clip_by_total_norm",
+           find="    total = float(torch.linalg.vector_norm(norms))   # the one host sync\n    if total > max_norm:\n"
+                "        scale = max_norm / (total + 1e-6)\n        for g in grads:\n            g.mul_(scale)\n    return total",
+           replace="    total = torch.linalg.vector_norm(norms)\n    if total > max_norm:\n"
+                   "        scale = max_norm / (total + 1e-6)\n        for g in grads:\n            g.mul_(scale)\n"
+                   "    return total.item()",
+           why="keeps the norm as a tensor but compares it in an `if`: a second host sync besides the returned float",
+           caught_by="day16_clip_by_total_norm_tests"),
+    Mutant(cell="day16_clip_by_total_norm",
+           find="torch.stack([torch.linalg.vector_norm(g.detach(), dtype=torch.float64) for g in grads])",
+           replace="torch.tensor([torch.linalg.vector_norm(g.detach(), dtype=torch.float64).item() for g in grads])",
+           why="collects the per-tensor norms with .item() into a new tensor: one host sync per tensor",
+           caught_by="day16_clip_by_total_norm_tests"),
+    Mutant(cell="day16_lars_scale",
+           find="        ratio = eta * w_norm / (g_norm + weight_decay * w_norm)\n"
+                "        trust = torch.where((w_norm > 0) & (g_norm > 0), ratio, torch.ones_like(ratio))\n",
+           replace="        trust = trust_ratio(w, g, weight_decay, eta)\n",
+           why="reuses section 6's trust_ratio: the right factor, but two .item() host syncs per layer",
+           caught_by="day16_lars_scale_tests"),
+    Mutant(cell="day16_lars_scale",
+           find="        trust = torch.where((w_norm > 0) & (g_norm > 0), ratio, torch.ones_like(ratio))\n",
+           replace="        trust = ratio if w_norm > 0 and g_norm > 0 else 1.0\n",
+           why="picks the fallback with a Python `if` on tensors: a host sync per norm and layer",
+           caught_by="day16_lars_scale_tests"),
+    Mutant(cell="day16_lars_scale",
+           find="        trust = torch.where((w_norm > 0) & (g_norm > 0), ratio, torch.ones_like(ratio))\n",
+           replace="        trust = ratio\n",
+           why="no fallback: a zero-initialised weight or a zero gradient gives a nan or zero factor",
+           caught_by="day16_lars_scale_tests"),
+    Mutant(cell="day16_lars_scale",
+           find="        if p.grad is None or p.ndim < 2:\n", replace="        if p.grad is None:\n",
+           why="scales biases and BatchNorm parameters too, which LARS excludes",
+           caught_by="day16_lars_scale_tests"),
+    Mutant(cell="day16_lars_scale",
+           find="        g.add_(w, alpha=weight_decay).mul_(trust)", replace="        g.mul_(trust)",
+           why="the weight decay is in the ratio but never added to the gradient",
+           caught_by="day16_lars_scale_tests"),
 ]
