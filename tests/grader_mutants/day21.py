@@ -1,4 +1,5 @@
-"""Day 21: plausible wrong answers to the plan, the large-batch schedule and the DDP + accumulation worker."""
+"""Day 21: plausible wrong answers to the plan, the large-batch schedule, each rank's share of the data and the DDP +
+accumulation worker."""
 from grader_mutants import Mutant
 
 MUTANTS = [
@@ -38,6 +39,21 @@ MUTANTS = [
            find="progress = (step - warmup_steps) / (total_steps - warmup_steps)", replace="progress = step / total_steps",
            why="the cosine counts from step 0, not from the end of the warm-up",
            caught_by="day21_lr_factor_tests"),
+    Mutant(cell="day21_micro_batch",
+           find="    idx = global_batch_indices(step)[chunk * micro:(chunk + 1) * micro]\n"
+                "    images, labels = dataset[idx]\n    return images, labels",
+           replace="    images, labels = dataset[global_batch_indices(step)]\n"
+                   "    return images[chunk * micro:(chunk + 1) * micro], labels[chunk * micro:(chunk + 1) * micro]",
+           why="loads the whole global batch on every rank and slices its part: right tensors, world_size times the reads",
+           caught_by="day21_micro_batch_tests"),
+    Mutant(cell="day21_micro_batch",
+           find="    images, labels = dataset[idx]\n", replace="    images, labels = dataset[idx][0], dataset[idx][1]\n",
+           why="indexes the dataset once for the images and again for the labels: every sample is loaded twice",
+           caught_by="day21_micro_batch_tests"),
+    Mutant(cell="day21_micro_batch",
+           find="    chunk = k * world_size + rank\n", replace="    chunk = k + rank\n",
+           why="chunk k + rank: ranks overlap across micro-batches and part of the global batch is never read",
+           caught_by="day21_micro_batch_tests"),
     Mutant(cell="day21_ddp_accum_worker",
            find="ctx = model.no_sync() if k < ACCUM_STEPS - 1 else contextlib.nullcontext()",
            replace="ctx = contextlib.nullcontext()",
