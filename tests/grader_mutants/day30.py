@@ -38,6 +38,20 @@ MUTANTS = [
            why="loads the weights too: fails when the .data file is not there, and reads gigabytes when it is",
            caught_by="day30_input_specs_tests"),
     Mutant(cell="day30_input_specs",
+           find="    graph = onnx.load(str(path), load_external_data=False).graph     # the graph only: no weights read\n",
+           replace="    try:\n"
+                   "        graph = onnx.load(str(path)).graph\n"
+                   "    except Exception:                                              # no .data file: the graph alone\n"
+                   "        graph = onnx.load(str(path), load_external_data=False).graph\n",
+           why="loads the weights too and falls back to the graph only when the .data file is missing: passes the "
+               "graph-only file but reads every weight whenever they are there",
+           caught_by="day30_input_specs_tests"),
+    Mutant(cell="day30_input_specs",
+           find="onnx.load(str(path), load_external_data=False)",
+           replace='onnx.load(str(path), load_external_data=Path(str(path) + ".data").exists())',
+           why="loads the external weights whenever the .data file exists, to be safe",
+           caught_by="day30_input_specs_tests"),
+    Mutant(cell="day30_input_specs",
            find="        if value.name in weights:\n            continue                                # a weight "
                 "listed as an input (IR < 4)\n",
            replace="",
