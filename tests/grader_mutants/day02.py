@@ -1,4 +1,4 @@
-"""Day 02 · Watching the GPU: plausible wrong answers to parse_query_gpu_csv and busy_fraction."""
+"""Day 02 · Watching the GPU: plausible wrong answers to parse_query_gpu_csv, busy_fraction and UtilSampler."""
 from grader_mutants import Mutant
 
 MUTANTS = [
@@ -24,6 +24,16 @@ MUTANTS = [
            replace="",
            why="a line with the wrong number of values is silently truncated by zip",
            caught_by="day02_parse_query_gpu_csv_tests"),
+    Mutant(cell="day02_parse_query_gpu_csv",
+           find="lines = text.splitlines() if isinstance(text, str) else text ",
+           replace='lines = (text if isinstance(text, str) else "".join(text)).splitlines() ',
+           why="the stream is joined into one text first: it waits for nvidia-smi -lms to end, which it never does",
+           caught_by="day02_parse_query_gpu_csv_tests"),
+    Mutant(cell="day02_parse_query_gpu_csv",
+           find="lines = text.splitlines() if isinstance(text, str) else text ",
+           replace="lines = text.splitlines() if isinstance(text, str) else list(text) ",
+           why="the lines are collected into a list before the first row is parsed, which blocks on a live stream",
+           caught_by="day02_parse_query_gpu_csv_tests"),
     Mutant(cell="day02_busy_fraction",
            find="busy = sum(t1 - t0 for t0, t1, u in zip(t_s[:-1], t_s[1:], util_pct[:-1]) if u >= threshold)\n"
                 "    return busy / total",
@@ -42,4 +52,51 @@ MUTANTS = [
            find='    if total <= 0:\n        raise ValueError("the samples span no time")\n', replace="",
            why="a trace that spans no time divides by zero instead of raising ValueError",
            caught_by="day02_busy_fraction_tests"),
+    Mutant(cell="day02_util_sampler",
+           find='nvml.nvmlDeviceGetHandleByUUID("GPU-" + self.cuda_uuid)',
+           replace="nvml.nvmlDeviceGetHandleByIndex(0)",
+           why="the GPU is found by NVML index 0, which is not cuda:0 when CUDA_VISIBLE_DEVICES or the order differ",
+           caught_by="day02_util_sampler_tests"),
+    Mutant(cell="day02_util_sampler",
+           find="while not self._stop.wait(self.interval_s):   # returns True at once when stop is set\n"
+                "                read()",
+           replace="while not self._stop.is_set():\n                time.sleep(self.interval_s)\n                read()",
+           why="the thread sleeps with time.sleep, so every stop waits out up to one interval (5 s with interval_s=5)",
+           caught_by="day02_util_sampler_tests"),
+    Mutant(cell="day02_util_sampler",
+           find="        self._stop.set()\n        self._thread.join()\n", replace="",
+           why="__exit__ never stops the thread: it keeps reading NVML after the with block and after nvmlShutdown",
+           caught_by="day02_util_sampler_tests"),
+    Mutant(cell="day02_util_sampler",
+           find="daemon=True", replace="daemon=False",
+           why="a non-daemon thread: a sampler that is never stopped keeps Python from exiting",
+           caught_by="day02_util_sampler_tests"),
+    Mutant(cell="day02_util_sampler",
+           find="            try:\n                util = float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)\n"
+                "            except nvml.NVMLError:            # an unsupported field, a GPU that fell off the bus: a gap, not the end\n"
+                "                util = None\n",
+           replace="            util = float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)\n",
+           why="one failed NVML read raises in the thread and ends the recording for the rest of the run",
+           caught_by="day02_util_sampler_tests"),
+    Mutant(cell="day02_util_sampler",
+           find="        try:\n            self._read()                                   # a sample at the stop\n"
+                "        finally:\n            self.nvml.nvmlShutdown()\n",
+           replace="        self._read()                                       # a sample at the stop\n",
+           why="nvmlShutdown is never called: every sampler leaves NVML initialised",
+           caught_by="day02_util_sampler_tests"),
+    Mutant(cell="day02_util_sampler",
+           find="return False                                       # the body's exception, if any, propagates",
+           replace="return True",
+           why="__exit__ returns True, which swallows the exception raised in the training loop",
+           caught_by="day02_util_sampler_tests"),
+    Mutant(cell="day02_util_sampler",
+           find="        try:\n            handle = nvml.nvmlDeviceGetHandleByUUID(\"GPU-\" + self.cuda_uuid)   # NVML's index is not CUDA's\n"
+                "        except Exception:\n            nvml.nvmlShutdown()\n            raise\n",
+           replace="        handle = nvml.nvmlDeviceGetHandleByUUID(\"GPU-\" + self.cuda_uuid)\n",
+           why="a GPU that is not found leaves NVML initialised (no nvmlShutdown before the error)",
+           caught_by="day02_util_sampler_tests"),
+    Mutant(cell="day02_util_sampler",
+           find="        read()                                             # a sample at the start\n", replace="",
+           why="no sample at the start: a short run records a single sample, and the trace starts an interval late",
+           caught_by="day02_util_sampler_tests"),
 ]
