@@ -45,12 +45,40 @@ MUTANTS = [
            why="leaf modules only: a matmul in a module's own forward is lost",
            caught_by="day04_flops_by_layer_tests"),
     Mutant(cell="day04_flops_by_layer",
-           find="        model(x)", replace="        model(x).sum().backward()",
+           find="    with torch.no_grad(), FlopCounterMode(display=False) as counter:\n        model(x)",
+           replace="    with FlopCounterMode(display=False) as counter:\n        model(x).sum().backward()",
            why="counted the backward pass too (three times the forward FLOPs)",
            caught_by="day04_flops_by_layer_tests"),
     Mutant(cell="day04_flops_by_layer",
            find="        if own:\n            groups[key(name, module)] += own",
            replace="        groups[key(name, module)] += own",
            why="groups without FLOPs (BatchNorm2d, ReLU, the containers) kept with 0",
+           caught_by="day04_flops_by_layer_tests"),
+    Mutant(cell="day04_conv2d_flops",
+           find="    out = []\n",
+           replace="    with FlopCounterMode(display=False) as counter:\n"
+                   "        conv(torch.empty(1, conv.in_channels, *input_hw, device=conv.weight.device))\n"
+                   "    return counter.get_total_flops()\n"
+                   "    out = []\n",
+           why="measured the count by running the layer under FlopCounterMode instead of computing it",
+           caught_by="day04_conv2d_flops_tests"),
+    Mutant(cell="day04_conv2d_flops",
+           find="    out = []\n    for size, k, s, p, d in zip(input_hw, conv.kernel_size, conv.stride, conv.padding, conv.dilation):\n"
+                "        out.append((size + 2 * p - d * (k - 1) - 1) // s + 1)\n",
+           replace="    out = torch.nn.functional.conv2d(torch.empty(1, conv.in_channels, *input_hw, device=\"meta\"),\n"
+                   "                                     conv.weight.to(\"meta\"), stride=conv.stride, padding=conv.padding,\n"
+                   "                                     dilation=conv.dilation, groups=conv.groups).shape[-2:]\n",
+           why="ran the convolution on a meta tensor to read the output size instead of using the formula",
+           caught_by="day04_conv2d_flops_tests"),
+    Mutant(cell="day04_flops_by_layer",
+           find="    with torch.no_grad(), FlopCounterMode(display=False) as counter:\n",
+           replace="    model(x)                                              # a warm-up pass first\n"
+                   "    with torch.no_grad(), FlopCounterMode(display=False) as counter:\n",
+           why="a warm-up forward pass before the counted one (the model runs twice)",
+           caught_by="day04_flops_by_layer_tests"),
+    Mutant(cell="day04_flops_by_layer",
+           find="    with torch.no_grad(), FlopCounterMode(display=False) as counter:\n",
+           replace="    with FlopCounterMode(display=False) as counter:\n",
+           why="the counting pass runs with autograd on (builds a graph nobody uses)",
            caught_by="day04_flops_by_layer_tests"),
 ]
