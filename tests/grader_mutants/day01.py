@@ -1,10 +1,10 @@
-"""Day 01: plausible wrong answers to choose_device, visible_devices and parse_torch_version."""
+"""Day 01: plausible wrong answers to choose_device, gpus_seen_with, visible_devices and parse_torch_version."""
 from grader_mutants import Mutant
 
 MUTANTS = [
     Mutant(cell="day01_choose_device",
-           find='if cuda_available:\n            return "cuda"\n        return "mps" if mps_available else "cpu"',
-           replace='if mps_available:\n            return "mps"\n        return "cuda" if cuda_available else "cpu"',
+           find='if cuda_available():\n            return "cuda"\n        return "mps" if mps_available() else "cpu"',
+           replace='if mps_available():\n            return "mps"\n        return "cuda" if cuda_available() else "cpu"',
            why="'auto' prefers MPS over CUDA when both are available",
            caught_by="day01_choose_device_tests"),
     Mutant(cell="day01_choose_device",
@@ -17,6 +17,57 @@ MUTANTS = [
            replace='return "cpu"',
            why="an explicit 'mps' without MPS silently falls back to the CPU",
            caught_by="day01_choose_device_tests"),
+    Mutant(cell="day01_choose_device",
+           find='    pref = preference.strip().lower()\n',
+           replace='    pref = preference.strip().lower()\n'
+                   '    available = {"cuda": cuda_available(), "mps": mps_available()}\n'
+                   '    cuda_available, mps_available = (lambda: available["cuda"]), (lambda: available["mps"])\n',
+           why="a table of what is available, filled up front: a CPU run asks the (maybe broken) CUDA driver too",
+           caught_by="day01_choose_device_tests"),
+    Mutant(cell="day01_choose_device",
+           find='if cuda_available():\n            return "cuda"\n        return "mps" if mps_available() else "cpu"',
+           replace='cuda, mps = cuda_available(), mps_available()\n        if cuda:\n            return "cuda"\n'
+                   '        return "mps" if mps else "cpu"',
+           why="'auto' asks about MPS even when CUDA has already decided the answer",
+           caught_by="day01_choose_device_tests"),
+    Mutant(cell="day01_choose_device",
+           find='    if pref == "cpu":\n        return "cpu"\n',
+           replace='    if pref == "cpu":\n        if cuda_available():\n            print("a GPU is available, running on the CPU anyway")\n'
+                   '        return "cpu"\n',
+           why="an explicit 'cpu' still asks about CUDA (to print a hint), touching a driver that may be broken",
+           caught_by="day01_choose_device_tests"),
+    Mutant(cell="day01_gpus_seen_with",
+           find='    env = dict(os.environ)                      # the child\'s environment: a copy, this kernel\'s stays as it is\n'
+                '    if value is None:\n        env.pop("CUDA_VISIBLE_DEVICES", None)\n    else:\n'
+                '        env["CUDA_VISIBLE_DEVICES"] = value\n'
+                '    out = subprocess.run([python, "-c", "import torch; print(torch.cuda.device_count())"], env=env,\n'
+                '                         capture_output=True, text=True, timeout=timeout_s)\n'
+                '    if out.returncode != 0:\n'
+                '        raise RuntimeError(f"the probe exited with status {out.returncode}: {out.stderr[-500:]}")\n'
+                '    return int(out.stdout.strip().splitlines()[-1])\n',
+           replace='    if value is None:\n        os.environ.pop("CUDA_VISIBLE_DEVICES", None)\n    else:\n'
+                   '        os.environ["CUDA_VISIBLE_DEVICES"] = value\n'
+                   '    return torch.cuda.device_count()\n',
+           why="sets the variable in this kernel and asks torch here: CUDA read it once already, and os.environ leaks",
+           caught_by="day01_gpus_seen_with_tests"),
+    Mutant(cell="day01_gpus_seen_with",
+           find='env.pop("CUDA_VISIBLE_DEVICES", None)', replace="pass",
+           why="None leaves this kernel's CUDA_VISIBLE_DEVICES in the child instead of unsetting it",
+           caught_by="day01_gpus_seen_with_tests"),
+    Mutant(cell="day01_gpus_seen_with",
+           find="env = dict(os.environ) ", replace="env = os.environ ",
+           why="the child's environment is this kernel's os.environ itself, so setting the variable changes the kernel",
+           caught_by="day01_gpus_seen_with_tests"),
+    Mutant(cell="day01_gpus_seen_with",
+           find='    if out.returncode != 0:\n'
+                '        raise RuntimeError(f"the probe exited with status {out.returncode}: {out.stderr[-500:]}")\n',
+           replace="",
+           why="a failing child is not reported: int('') raises a ValueError that hides the child's error message",
+           caught_by="day01_gpus_seen_with_tests"),
+    Mutant(cell="day01_gpus_seen_with",
+           find=", timeout=timeout_s)", replace=")",
+           why="no timeout: a child stuck in a hung driver hangs the notebook",
+           caught_by="day01_gpus_seen_with_tests"),
     Mutant(cell="day01_visible_devices",
            find="if index in listed:\n            return []",
            replace="if index in listed:\n            break",
