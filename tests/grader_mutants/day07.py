@@ -71,4 +71,18 @@ MUTANTS = [
                    "fit(project_model, test_loader, val_loader, optimizer, device, 1, progress=False, verbose=False)",
            why="fine-tuned on the test split after the run",
            caught_by="day07_project_honest_tests"),
+    Mutant(cell="day07_project",
+           find="history = fit(project_model, train_loader, val_loader, optimizer, device, EPOCHS, progress=False)",
+           replace="history = fit(project_model, train_loader, val_loader, optimizer, device, EPOCHS, progress=False,\n"
+                   "              max_steps_per_epoch=len(train_loader) // 2)",
+           why="half epochs to save time: the target is reached, but not by the stated run",
+           caught_by="day07_project_target_tests"),
+    Mutant(cell="day07_project",
+           find="history = fit(project_model, train_loader, val_loader, optimizer, device, EPOCHS, progress=False)",
+           replace="from torch.utils.data import DataLoader\n"
+                   "big_batches = DataLoader(data.train, batch_size=4 * BATCH_SIZE, shuffle=True,\n"
+                   "                         generator=torch.Generator().manual_seed(SEED))\n"
+                   "history = fit(project_model, big_batches, val_loader, optimizer, device, EPOCHS, progress=False)",
+           why="a training loader of its own with four times the batch size (not the stated settings)",
+           caught_by="day07_project_target_tests"),
 ]
