@@ -12,19 +12,19 @@ import pytest
 
 from conftest import ROOT, record_timing
 from grading import make_course_copy, nbgrader
+from grader_mutants.day12 import MUTANTS
 from instructor.grading import grade_class
 
-# Day 26 is among the cheapest days to execute at smoke size; 30 submissions of it take minutes, not a quarter hour.
-DAY = "day26"
-POINTS = {"train_step": 3, "atomic_save": 3, "resumable_script": 4}
+# Day 12 runs in about 15 s of cell time at smoke size, its longest cell in under 7 s: 30 submissions of it cost
+# about half of what the same class of Day 26 did (28 s of cells, one cell of 20 s that starts five processes).
+DAY = "day12"
+POINTS = {"accumulate_gradients": 3, "accumulation_plan": 2, "train_epoch_accumulated": 3}
 FULL = sum(POINTS.values())
-CLIP_BEFORE_UNSCALE = (
-    "    scaler.scale(loss).backward()\n    scaler.unscale_(optimizer)\n"
-    "    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)\n",
-    "    scaler.scale(loss).backward()\n"
-    "    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)\n"
-    "    scaler.unscale_(optimizer)\n",
-)
+# Two plausible mistakes from tests/grader_mutants/day12.py: the exercises they break are used by no later cell,
+# so each costs exactly its own points.
+ONE_BIG_FORWARD = next(m for m in MUTANTS if m.cell == "day12_accumulate_gradients")
+NO_ZERO_GRAD = next(m for m in MUTANTS if m.cell == "day12_train_epoch_accumulated" and m.replace == ""
+                    and "zero_grad" in m.find)
 
 
 def _cell_with(nb: dict, text: str) -> dict:
@@ -59,14 +59,17 @@ def variants(solution: dict) -> dict[str, tuple[dict | str, float | None]]:
     """name -> (notebook JSON or raw text, expected score; None: must be rejected with a clear message)."""
     return {
         # plausible bugs that only the hidden tests catch
-        "clip_before_unscale": (_edit(solution, "def train_step", *CLIP_BEFORE_UNSCALE), FULL - POINTS["train_step"]),
-        "temp_file_elsewhere": (_edit(solution, "def atomic_torch_save", "suffix=\".tmp\", dir=path.parent)",
-                                      "suffix=\".tmp\")"), FULL - POINTS["atomic_save"]),
+        "one_big_forward": (_edit(solution, "def accumulate_gradients", ONE_BIG_FORWARD.find, ONE_BIG_FORWARD.replace),
+                            FULL - POINTS["accumulate_gradients"]),
+        "no_zero_grad": (_edit(solution, "def train_epoch_accumulated", NO_ZERO_GRAD.find, NO_ZERO_GRAD.replace),
+                         FULL - POINTS["train_epoch_accumulated"]),
         # submissions broken the ways real ones break
-        "deleted_test_cell": (_without_cell(solution, "day26_atomic_save_tests"), FULL - POINTS["atomic_save"]),
-        "duplicated_grade_id": (_with_pasted_copy(solution, "day26_train_step"), FULL),
-        "infinite_loop": (_edit(solution, "def train_step", "def train_step(", "while True:\n    pass\n\ndef train_step("),
-                          FULL - POINTS["train_step"]),  # interrupted at the cell timeout
+        "deleted_test_cell": (_without_cell(solution, "day12_accumulation_plan_tests"),
+                              FULL - POINTS["accumulation_plan"]),
+        "duplicated_grade_id": (_with_pasted_copy(solution, "day12_accumulate_gradients"), FULL),
+        "infinite_loop": (_edit(solution, "def accumulate_gradients", "def accumulate_gradients(",
+                                "while True:\n    pass\n\ndef accumulate_gradients("),
+                          FULL - POINTS["accumulate_gradients"]),  # interrupted at the cell timeout
         "invalid_json": ('{"cells": [ this is not json', None),
     }
 
@@ -98,8 +101,8 @@ def test_thirty_submissions_grade_as_expected(tmp_path: Path):
     start = time.perf_counter()
     log: list[str] = []
     # A per-cell limit below the configured five minutes, so the infinite loop costs only this long; it must stay
-    # above Day 26's longest honest cell (the SIGKILL-and-resume test starts five processes: >30 s under load).
-    outcomes = {o.student: o for o in grade_class(course, DAY, cell_timeout_s=90, log=log.append)}
+    # well above Day 12's longest honest cell (the setup cell, under 7 s on a loaded machine).
+    outcomes = {o.student: o for o in grade_class(course, DAY, cell_timeout_s=40, log=log.append)}
     elapsed = time.perf_counter() - start
     record_timing("autograde x30", DAY, elapsed)
     assert outcomes["invalid_json"].status == "rejected" and "not a valid notebook" in outcomes["invalid_json"].message

@@ -23,11 +23,19 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, record_timing
-from test_class_grading import CLIP_BEFORE_UNSCALE, FULL, _edit
+from test_class_grading import _edit
 from test_instructor import GUIDE, hidden_lines
 from instructor.feedback import REDACTED
 
-DAY = "day26"  # the cheapest graded day to execute (tests/test_class_grading.py)
+DAY = "day26"  # its clipping mistake fails a hidden assert, which the feedback must redact
+FULL = 10       # Day 26's points
+CLIP_BEFORE_UNSCALE = (
+    "    scaler.scale(loss).backward()\n    scaler.unscale_(optimizer)\n"
+    "    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)\n",
+    "    scaler.scale(loss).backward()\n"
+    "    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)\n"
+    "    scaler.unscale_(optimizer)\n",
+)
 HUB_CONFIG = ROOT / "hub" / "jupyter"
 
 
