@@ -14,12 +14,48 @@ MUTANTS = [
            why="contiguous blocks instead of DistributedSampler's strided shares",
            caught_by="day17_shard_indices_tests"),
     Mutant(cell="day17_average_gradients",
-           find="param.grad.div_(world_size)", replace="param.grad.div_(2)",
+           find=("    bucket = torch.cat([grad.reshape(-1) for grad in grads])   # one flat buffer: one collective for all\n"
+                 "    dist.all_reduce(bucket, op=dist.ReduceOp.SUM)\n"
+                 "    bucket.div_(world_size)\n"),
+           replace=("    for grad in grads:\n"
+                    "        dist.all_reduce(grad, op=dist.ReduceOp.SUM)\n"
+                    "        grad.div_(world_size)\n"
+                    "    return None\n"
+                    "    bucket = None\n"),
+           why="one all_reduce per parameter instead of one flat bucket: right values, a collective per tensor",
+           caught_by="day17_average_gradients_tests"),
+    Mutant(cell="day17_average_gradients",
+           find="    dist.all_reduce(bucket, op=dist.ReduceOp.SUM)\n    bucket.div_(world_size)\n",
+           replace=("    parts = [torch.empty_like(bucket) for _ in range(world_size)]\n"
+                    "    dist.all_gather(parts, bucket)\n"
+                    "    bucket = torch.stack(parts).mean(0)\n"),
+           why="averages with all_gather and a mean: right values, but W x the memory and bytes of an all_reduce",
+           caught_by="day17_average_gradients_tests"),
+    Mutant(cell="day17_average_gradients",
+           find="    dist.all_reduce(bucket, op=dist.ReduceOp.SUM)\n    bucket.div_(world_size)\n",
+           replace=("    dist.reduce(bucket, dst=0, op=dist.ReduceOp.SUM)\n"
+                    "    bucket.div_(world_size)\n"
+                    "    dist.broadcast(bucket, src=0)\n"),
+           why="reduce to rank 0 then broadcast: right values, two collectives (and rank 0 a bottleneck)",
+           caught_by="day17_average_gradients_tests"),
+    Mutant(cell="day17_average_gradients",
+           find="    bucket = torch.cat([grad.reshape(-1) for grad in grads])",
+           replace=("    bucket = torch.cat([param.grad.reshape(-1) if param.grad is not None\n"
+                    "                        else torch.zeros(param.numel()) for param in model.parameters()])"),
+           why="puts zeros for the parameters without a gradient into the bucket: more bytes than the gradients",
+           caught_by="day17_average_gradients_tests"),
+    Mutant(cell="day17_average_gradients",
+           find="    bucket.div_(world_size)\n", replace="    bucket.div(world_size)\n",
+           why="divides a copy (bucket.div instead of div_): the gradients keep the sum",
+           caught_by="day17_average_gradients_tests"),
+    Mutant(cell="day17_average_gradients",
+           find="bucket.div_(world_size)", replace="bucket.div_(2)",
            why="divides by a hard-coded 2 instead of the process group's world size",
            caught_by="day17_average_gradients_tests"),
     Mutant(cell="day17_average_gradients",
-           find="        param.grad.div_(world_size)\n", replace="",
-           why="sums the gradients across ranks without dividing: a world_size times larger step",
+           find="        grad.copy_(bucket[offset:offset + grad.numel()].view_as(grad))\n",
+           replace="        grad = bucket[offset:offset + grad.numel()].view_as(grad)\n",
+           why="rebinds a local name to the averaged slice instead of copying it into .grad: the gradients never change",
            caught_by="day17_average_gradients_tests"),
     Mutant(cell="day17_ring_all_reduce",
            find=_RING_START, replace="    dist.all_reduce(tensor)\n    return None\n" + _RING_START,
