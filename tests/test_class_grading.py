@@ -55,12 +55,17 @@ def _with_pasted_copy(nb: dict, grade_id: str) -> dict:
     return nb
 
 
+def with_one_big_forward(solution: dict) -> dict:
+    """Day 12's solution with a plausible mistake that only a hidden assert catches (the exchange and guide tests
+    use it too: its feedback must show the AssertionError with the hidden line redacted)."""
+    return _edit(solution, "def accumulate_gradients", ONE_BIG_FORWARD.find, ONE_BIG_FORWARD.replace)
+
+
 def variants(solution: dict) -> dict[str, tuple[dict | str, float | None]]:
     """name -> (notebook JSON or raw text, expected score; None: must be rejected with a clear message)."""
     return {
         # plausible bugs that only the hidden tests catch
-        "one_big_forward": (_edit(solution, "def accumulate_gradients", ONE_BIG_FORWARD.find, ONE_BIG_FORWARD.replace),
-                            FULL - POINTS["accumulate_gradients"]),
+        "one_big_forward": (with_one_big_forward(solution), FULL - POINTS["accumulate_gradients"]),
         "no_zero_grad": (_edit(solution, "def train_epoch_accumulated", NO_ZERO_GRAD.find, NO_ZERO_GRAD.replace),
                          FULL - POINTS["train_epoch_accumulated"]),
         # submissions broken the ways real ones break

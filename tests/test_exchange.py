@@ -23,19 +23,10 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, record_timing
-from test_class_grading import _edit
+from test_class_grading import DAY, FULL, with_one_big_forward  # Day 12: the cheapest day to grade
 from test_instructor import GUIDE, hidden_lines
 from instructor.feedback import REDACTED
 
-DAY = "day26"  # its clipping mistake fails a hidden assert, which the feedback must redact
-FULL = 10       # Day 26's points
-CLIP_BEFORE_UNSCALE = (
-    "    scaler.scale(loss).backward()\n    scaler.unscale_(optimizer)\n"
-    "    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)\n",
-    "    scaler.scale(loss).backward()\n"
-    "    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)\n"
-    "    scaler.unscale_(optimizer)\n",
-)
 HUB_CONFIG = ROOT / "hub" / "jupyter"
 
 
@@ -94,7 +85,7 @@ def test_exchange_round_trip_with_resubmission_late_and_broken_submissions(tmp_p
     teacher = Account(tmp_path, "teacher", "instructor", exchange)
     alice, bob, carol, dave = (Account(tmp_path, n, "student", exchange) for n in ("alice", "bob", "carol", "dave"))
     solution = json.loads(next((ROOT / "solutions" / DAY).glob("*.ipynb")).read_text())
-    wrong = _edit(solution, "def train_step", *CLIP_BEFORE_UNSCALE)
+    wrong = with_one_big_forward(solution)
 
     teacher.run("instructor: release a day")
     teacher.run("instructor: set or move the deadline", DUE="2099-01-01 00:00:00 UTC")

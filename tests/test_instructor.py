@@ -16,9 +16,9 @@ import pytest
 from conftest import ROOT, record_timing
 from instructor.feedback import PLACEHOLDER, REDACTED, redact_text, split_hidden
 from instructor.release import export_learner_release
+from test_class_grading import DAY, with_one_big_forward  # Day 12: the cheapest day to grade
 
 GUIDE = ROOT / "docs" / "instructor_guide.md"
-DAY = "day26"  # cheap to execute; its hidden tests have assert messages worth redacting
 
 
 def guide_blocks() -> list[str]:
@@ -70,10 +70,8 @@ def test_redact_text_catches_traceback_lines_with_ansi_and_arrows():
 
 # --------------------------------------------------------------------------------------------------- workflow
 def _wrong_copy(src: Path, dest: Path) -> None:
-    """Day 26 with a plausible bug only hidden tests catch: gradients clipped before unscaling."""
-    from test_class_grading import CLIP_BEFORE_UNSCALE, _edit
-
-    dest.write_text(json.dumps(_edit(json.loads(src.read_text()), "def train_step", *CLIP_BEFORE_UNSCALE)))
+    """Day 12 with a plausible bug only a hidden assert catches: the micro-batches in one big forward pass."""
+    dest.write_text(json.dumps(with_one_big_forward(json.loads(src.read_text()))))
 
 
 @pytest.mark.notebooks
