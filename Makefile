@@ -17,7 +17,7 @@ PYTEST_WORKERS ?= 2
 # One day instead of all: `make days DAY=07`, `make test DAY=07` (DAY=07 and DAY=day07 both work).
 DAY_ID := $(if $(DAY),day$(patsubst day%,%,$(DAY)))
 # The test files whose ids name their day: `make test DAY=NN` runs their tests for that day (pytest -k dayNN).
-DAY_TESTS := tests/test_notebooks.py tests/test_grading.py tests/test_grader_mutants.py
+DAY_TESTS := tests/test_notebooks.py tests/test_grading.py tests/test_grader_mutants.py tests/test_grader_alternatives.py
 CHECK_DAY = @test -d solutions/$(DAY_ID) || { echo "no solutions/$(DAY_ID): DAY is a two-digit day, e.g. DAY=07"; exit 2; }
 
 setup: $(STAMP)
@@ -58,14 +58,16 @@ lab: setup
 ## of each of its exercises (the edit loop; `make test-grader DAY=NN` grades all of that day's wrong answers).
 test: setup
 	$(if $(DAY_ID),$(CHECK_DAY))
-	GRADER_MUTANTS=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 900 \
+	GRADER_MUTANTS=1 GRADER_ALTERNATIVES=first $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 900 \
 		$(if $(DAY_ID),-k "$(DAY_ID)" $(DAY_TESTS))
 
-## Every plausible wrong answer in tests/grader_mutants/ graded by nbgrader, all rounds of every day; DAY=NN for one
-## day. Run it after changing an exercise or its tests (CI runs `make test`, which grades the first of each).
+## Grading both ways, in full: every plausible wrong answer in tests/grader_mutants/ must lose points and every
+## plausible correct one in tests/grader_alternatives/ must keep full marks; DAY=NN for one day. Run it after changing
+## an exercise or its tests (CI runs `make test`, which grades the first of each).
 test-grader: setup
 	$(if $(DAY_ID),$(CHECK_DAY))
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 1800 tests/test_grader_mutants.py $(if $(DAY_ID),-k "$(DAY_ID)")
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 1800 tests/test_grader_mutants.py \
+		tests/test_grader_alternatives.py $(if $(DAY_ID),-k "$(DAY_ID)")
 
 ## Unit tests only: no notebook, nbgrader, benchmark, subprocess or multi-process test (see the markers in
 ## pyproject.toml), for quick iteration on utils.

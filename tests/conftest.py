@@ -12,8 +12,8 @@ import pytest
 # Two pytest workers share two cores: one thread per process (and per notebook kernel) avoids oversubscription.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
-os.environ.setdefault("MPLBACKEND", "Agg")
-os.environ.setdefault("TQDM_DISABLE", "1")
+# No MPLBACKEND or TQDM_DISABLE here: kernels started by the tests inherit this environment, and those variables
+# change what cells print (Agg warns on plt.show()), so grading would no longer see what an instructor's does.
 # nbgrader runs helper executables (alembic) by name: make the environment's own bin folder come first.
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 
@@ -35,6 +35,20 @@ def record_timing(kind: str, name: str, seconds: float) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     with open(TIMINGS_DIR / f"{worker}.jsonl", "a") as f:
         f.write(json.dumps({"kind": kind, "name": name, "seconds": round(seconds, 2), "time": time.time()}) + "\n")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Run each test without PYTEST_CURRENT_TEST in the environment, so that the processes it starts (nbgrader,
+    papermill, their kernels) behave as they do from an instructor's shell: ipykernel stops forwarding descriptor 2
+    (C++ logs, child processes) to the notebook when it sees that variable, and nbgrader scores a test cell with
+    standard-error output as failed. With it, the round trip passed cells that an instructor's grading failed."""
+    value = os.environ.pop("PYTEST_CURRENT_TEST", None)
+    try:
+        yield
+    finally:
+        if value is not None:
+            os.environ["PYTEST_CURRENT_TEST"] = value
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """Notebook start-up: every notebook's first code cell calls :func:`course_setup`.
 
 It picks the device (cuda -> mps -> cpu), decides whether the run is a smoke run (CI, nbgrader, or ``SMOKE=True``),
-seeds every random number generator and prints one line saying where the numbers come from. The returned
+seeds every random number generator, installs the unsolved-exercise hints (:mod:`utils.exercise_hints`) and prints
+one line saying where the numbers come from. The returned
 :class:`CourseRun` then chooses sizes for this run with ``run.pick(smoke=..., cpu=..., gpu=...)``.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 
 from .device import pick_device
 from .environment import hardware_label
+from .exercise_hints import install_exercise_hints
 from .seeding import seed_everything
 
 T = TypeVar("T")
@@ -70,6 +72,7 @@ def course_setup(smoke: bool = False, device: str = "auto", seed: int = 0, deter
     """
     run = CourseRun(device=pick_device(device), smoke=smoke_mode(smoke), seed=seed)
     seed_everything(seed, deterministic=deterministic)
+    install_exercise_hints()   # in Jupyter: say so when a cell fails because an exercise above is unsolved
     if not quiet:
         print(f"[course] device={run.device} mode={run.mode} seed={seed} | {run.hardware()} | "
               f"python {sys.version.split()[0]}")

@@ -1,0 +1,56 @@
+"""Tell the learner, in the notebook, when a cell fails because an exercise above it is not solved yet.
+
+Each exercise starts as ``raise NotImplementedError()``. Run All stops at the first unsolved one; a learner who runs
+a later cell by hand gets a bare ``NameError`` (the exercise's cell never defined the name) or a
+``NotImplementedError`` from inside a helper that calls the unsolved function, and often a half-drawn figure.
+:func:`install_exercise_hints` (called by :func:`utils.course.course_setup` in Jupyter) registers an IPython handler
+for those two errors that says what happened and what to do, closes the half-drawn figures, and then shows the usual
+traceback. The cell still fails exactly as before: graders and ``nbgrader validate`` see the same error.
+"""
+from __future__ import annotations
+
+import sys
+
+__all__ = ["hint_for", "install_exercise_hints"]
+
+
+def hint_for(error: BaseException) -> str | None:
+    """The learner-facing hint for ``error``, or ``None`` when it is not an unsolved-exercise error."""
+    if isinstance(error, NotImplementedError):
+        return ("This cell is, or calls, an exercise you have not solved yet (its code still raises "
+                "NotImplementedError). Write your answer in the exercise's cell, run it and its test cell, then run "
+                "the cells below it.")
+    if isinstance(error, NameError):
+        name = getattr(error, "name", None) or str(error)
+        return (f"{name!r} is not defined. If an exercise above defines it, solve that exercise and run its cell "
+                "first: Run All stops at the first unsolved exercise, so the cells below it have not run yet. "
+                "Otherwise, run the cells above this one in order.")
+    return None
+
+
+def _handler(shell, etype, value, tb, tb_offset=None):
+    hint = hint_for(value)
+    if hint:
+        print(f"[exercise] {hint}")
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is not None:
+        plt.close("all")   # the figure the failing cell had started would be shown half-drawn
+    shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+    return None
+
+
+def install_exercise_hints() -> bool:
+    """Register the hint for ``NameError`` and ``NotImplementedError`` in the running IPython shell.
+
+    Returns ``True`` when a shell was found (Jupyter, IPython), ``False`` elsewhere (plain Python, pytest), where
+    nothing changes. Calling it again is harmless.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    shell.set_custom_exc((NameError, NotImplementedError), _handler)
+    return True

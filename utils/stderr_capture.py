@@ -1,0 +1,70 @@
+"""Keep what libraries print on standard error out of a notebook cell, and show it only when the cell fails.
+
+Some libraries write to file descriptor 2 from C++ whatever Python's warning filters say: the profiler's kineto
+logs ``USDT: ... profiler_start`` and, without a GPU, ``gpuGetDeviceCount failed with code 35``; the compiler and
+subprocesses print their own lines. In Jupyter that text appears in red under the cell, and nbgrader scores a test
+cell with *any* standard-error output as failed, so a correct answer would lose its marks to a library's log.
+
+:func:`capture_stderr` redirects both ``sys.stderr`` (Python warnings, tracebacks printed by libraries) and
+descriptor 2 itself (C/C++ code, child processes that inherit it) into a temporary file for the length of a
+``with`` block. If the block raises, the captured text is printed to standard output before the error propagates,
+so a failing cell still shows what the libraries said.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Iterator
+
+__all__ = ["CapturedStderr", "capture_stderr"]
+
+
+@dataclass
+class CapturedStderr:
+    """What was written to standard error inside :func:`capture_stderr`; ``text`` is filled when the block ends."""
+
+    text: str = ""
+
+    def lines(self) -> list[str]:
+        """The captured text as a list of non-empty lines."""
+        return [line for line in self.text.splitlines() if line.strip()]
+
+
+@contextlib.contextmanager
+def capture_stderr(*, show_on_error: bool = True) -> Iterator[CapturedStderr]:
+    """Capture ``sys.stderr`` and file descriptor 2 inside the ``with`` block.
+
+    Yields a :class:`CapturedStderr` whose ``text`` holds everything captured once the block has ended. When the
+    block raises and ``show_on_error`` is true, the captured text is printed to ``sys.stdout`` under a heading and
+    the exception propagates unchanged. Not thread-safe: another thread's writes to descriptor 2 during the block
+    are captured too.
+    """
+    captured = CapturedStderr()
+    python_side = io.StringIO()
+    for stream in (sys.stdout, sys.stderr, sys.__stderr__):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    saved_fd = os.dup(2)
+    with tempfile.TemporaryFile() as fd_side:
+        os.dup2(fd_side.fileno(), 2)
+        failed = False
+        try:
+            with contextlib.redirect_stderr(python_side):
+                yield captured
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                sys.__stderr__.flush()
+            os.dup2(saved_fd, 2)
+            os.close(saved_fd)
+            fd_side.seek(0)
+            captured.text = python_side.getvalue() + fd_side.read().decode("utf-8", errors="replace")
+            if failed and show_on_error and captured.text.strip():
+                print("--- standard error captured while the failing call ran ---\n" + captured.text.rstrip(),
+                      file=sys.stdout)
