@@ -12,12 +12,12 @@ STAMP := $(VENV)/.installed
 # Tests use both cores; each notebook kernel gets one thread so two kernels do not fight over two cores.
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup lab test test-fast test-grader days hooks audit clean-venv
+.PHONY: setup lab test test-fast test-grader run days hooks audit clean-venv
 
 # One day instead of all: `make days DAY=07`, `make test DAY=07` (DAY=07 and DAY=day07 both work).
 DAY_ID := $(if $(DAY),day$(patsubst day%,%,$(DAY)))
 # The test files whose ids name their day: `make test DAY=NN` runs their tests for that day (pytest -k dayNN).
-DAY_TESTS := tests/test_notebooks.py tests/test_grading.py tests/test_grader_mutants.py tests/test_grader_alternatives.py
+DAY_TESTS := tests/test_grading.py tests/test_grader_mutants.py tests/test_grader_alternatives.py
 CHECK_DAY = @test -d solutions/$(DAY_ID) || { echo "no solutions/$(DAY_ID): DAY is a two-digit day, e.g. DAY=07"; exit 2; }
 
 setup: $(STAMP)
@@ -53,9 +53,11 @@ lab: setup
 		$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
 ## The test command (.ci/run calls exactly this): set everything up and run the whole suite. Of the plausible wrong
-## answers in tests/grader_mutants/ it grades the first one of every exercise (about one notebook run a day).
-## With DAY=NN: only that day's papermill run, nbgrader round trip, days/ freshness check and the first wrong answer
-## of each of its exercises (the edit loop; `make test-grader DAY=NN` grades all of that day's wrong answers).
+## answers in tests/grader_mutants/ it grades the first one of every exercise (about one notebook run a day), and of
+## the correct ones in tests/grader_alternatives/ the first of every exercise (inside the round trip).
+## With DAY=NN: only that day's round trip (days/ freshness, the solution run top to bottom, blank 0, solution and
+## first alternatives full marks, under noisy libraries) and the first wrong answer of each of its exercises (the
+## edit loop; `make test-grader DAY=NN` grades all of that day's wrong and correct answers).
 test: setup
 	$(if $(DAY_ID),$(CHECK_DAY))
 	GRADER_MUTANTS=1 GRADER_ALTERNATIVES=first $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 900 \
@@ -73,6 +75,18 @@ test-grader: setup
 ## pyproject.toml), for quick iteration on utils.
 test-fast: setup
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not notebooks and not slow"
+
+## One day's solution run top to bottom as a learner's Run All would, with its default parameters (DEVICE=cpu unless
+## RUN_DEVICE says otherwise; SMOKE=1 for the smoke size), into build/runs/ (the repository is never written to);
+## prints the wall time. For the "Time." line of a day's header: `make run DAY=07`.
+RUN_DEVICE ?= cpu
+run: setup
+	@test -n "$(DAY_ID)" || { echo "make run needs DAY=NN"; exit 2; }
+	$(CHECK_DAY)
+	@mkdir -p build/runs/$(DAY_ID)
+	@start=$$(date +%s); $(BIN)/papermill solutions/$(DAY_ID)/*.ipynb build/runs/$(DAY_ID)/$(DAY_ID).ipynb \
+		-p DEVICE $(RUN_DEVICE) $(if $(SMOKE),-p SMOKE True) --cwd build/runs/$(DAY_ID) --no-progress-bar \
+		&& echo "$(DAY_ID): ran in $$(( $$(date +%s) - start )) s on $(RUN_DEVICE) (output: build/runs/$(DAY_ID)/)"
 
 ## Regenerate the learner notebooks in days/ from solutions/ (never edit days/ by hand); DAY=NN for one day.
 days: setup

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -58,26 +59,50 @@ def repo_root() -> Path:
 
 def pytest_sessionstart(session):
     if not hasattr(session.config, "workerinput"):  # the controller, not an xdist worker
-        for f in TIMINGS_DIR.glob("*.jsonl"):
+        for f in TIMINGS_DIR.glob("*.jsonl*"):
             f.unlink()
 
 
-# A unit test slower than this belongs under @pytest.mark.slow, so that `make test-fast` stays under a minute.
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its finished children (nbgrader, kernels, workers), user + system."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Record each test's CPU seconds (its own and its subprocesses'): unlike wall time, a measure of the suite's
+    cost that does not change when the machine is busy. The slowest are listed at the end of the run."""
+    wall, cpu = time.perf_counter(), _cpu_s()
+    yield
+    TIMINGS_DIR.mkdir(parents=True, exist_ok=True)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(TIMINGS_DIR / f"{worker}.jsonl.cpu", "a") as f:
+        f.write(json.dumps({"test": item.nodeid, "cpu_s": round(_cpu_s() - cpu, 2),
+                            "wall_s": round(time.perf_counter() - wall, 2),
+                            "unmarked": not {"slow", "notebooks"} & set(item.keywords)}) + "\n")
+
+
+# A unit test that costs more CPU than this belongs under @pytest.mark.slow, so that `make test-fast` stays under a
+# minute. CPU seconds, not wall seconds: on a busy machine every test is slow by the clock.
 SLOW_UNMARKED_S = 2.0
-_unmarked_slow: list[tuple[str, float]] = []
-
-
-def pytest_runtest_logreport(report):
-    if report.when == "call" and report.duration > SLOW_UNMARKED_S and not {"slow", "notebooks"} & set(
-            report.keywords):
-        _unmarked_slow.append((report.nodeid, report.duration))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if _unmarked_slow:
-        terminalreporter.section(f"tests over {SLOW_UNMARKED_S:g} s without a slow marker (make test-fast runs them)")
-        for nodeid, seconds in sorted(_unmarked_slow, key=lambda r: -r[1]):
-            terminalreporter.write_line(f"{seconds:6.1f} s  {nodeid}")
+    tests = [json.loads(line) for f in sorted(TIMINGS_DIR.glob("*.jsonl.cpu"))
+             for line in f.read_text().splitlines() if line.strip()]
+    unmarked_slow = [t for t in tests if t["unmarked"] and t["cpu_s"] > SLOW_UNMARKED_S]
+    if unmarked_slow:
+        terminalreporter.section(f"tests over {SLOW_UNMARKED_S:g} s of CPU without a slow marker (make test-fast runs "
+                                 "them)")
+        for t in sorted(unmarked_slow, key=lambda t: -t["cpu_s"]):
+            terminalreporter.write_line(f"{t['cpu_s']:6.1f} s CPU  {t['test']}")
+    if tests:
+        total_cpu = sum(t["cpu_s"] for t in tests)
+        terminalreporter.section("where the suite's CPU time goes (tests and their subprocesses)")
+        for t in sorted(tests, key=lambda t: -t["cpu_s"])[:25]:
+            terminalreporter.write_line(f"{t['cpu_s']:7.1f} s CPU {t['wall_s']:7.1f} s wall  {t['test']}")
+        terminalreporter.write_line(f"total {total_cpu:.0f} s CPU over {len(tests)} tests")
     rows = []
     for f in sorted(TIMINGS_DIR.glob("*.jsonl")):
         rows += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]

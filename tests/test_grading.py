@@ -93,12 +93,9 @@ def test_days_has_no_day_without_a_solution():
     assert not extra, f"days/ has {extra} but solutions/ does not: delete them (solutions/ is the only source)"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("day", course_days())
-def test_days_match_a_fresh_generation(day: str, tmp_path: Path):
-    course = make_course_copy(tmp_path / "course", days=[day])
-    nbgrader(course, "generate_assignment", day, "--force", "--no-db", "--log-level=WARN")
-    fresh_dir, committed_dir = course / "days" / day, ROOT / "days" / day
+def assert_days_match_generation(day: str, fresh_dir: Path) -> None:
+    """days/<day> is byte-identical to the release nbgrader just generated into ``fresh_dir``."""
+    committed_dir = ROOT / "days" / day
     fresh = {p.relative_to(fresh_dir): p.read_bytes() for p in fresh_dir.rglob("*") if p.is_file()}
     committed = {p.relative_to(committed_dir): p.read_bytes() for p in committed_dir.rglob("*") if p.is_file()
                  and "__pycache__" not in p.parts and ".ipynb_checkpoints" not in p.parts}
@@ -109,15 +106,32 @@ def test_days_match_a_fresh_generation(day: str, tmp_path: Path):
                       "edit days/ by hand"
 
 
+def failed_cells(executed: Path) -> list[str]:
+    """Cells of an executed notebook that raised, as '<file> cell <index> (<grade_id>): <error>'."""
+    out = []
+    for i, cell in enumerate(_cells(executed)):
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "error":
+                gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
+                out.append(f"{executed.name} cell {i}{f' ({gid})' if gid else ''}: {o.get('ename')}: "
+                           f"{str(o.get('evalue'))[:300]}\n{''.join(cell['source'])[:400]}")
+    return out
+
+
 @pytest.mark.notebooks
 @pytest.mark.parametrize("day", course_days())
 def test_round_trip_blank_scores_zero_and_solution_scores_full(day: str, tmp_path: Path):
-    """Graded as an instructor grades (tests/grading.py: grading_env), with libraries that write to standard error
-    (tests/noisy_libraries.py): the solution, and the first correct alternative of every exercise
-    (tests/grader_alternatives/), must keep full marks whatever the profiler, the compiler, DataLoader workers,
-    process groups and subprocesses print."""
+    """One smoke-size execution per submission checks four things at once:
+    - days/<day> is exactly the release nbgrader generates from solutions/<day>;
+    - the solution runs top to bottom without an error in any cell (what a papermill run checked: nbgrader executes
+      at smoke size, as `SMOKE = True` does);
+    - graded as an instructor grades (tests/grading.py: grading_env), with libraries that write to standard error
+      (tests/noisy_libraries.py), the blank learner copy scores 0, and the solution and the first correct
+      alternative of every exercise (tests/grader_alternatives/) keep full marks whatever the profiler, the
+      compiler, DataLoader workers, process groups and subprocesses print."""
     course = make_course_copy(tmp_path / "course", days=[day])
     nbgrader(course, "generate_assignment", day, "--force", "--log-level=WARN")
+    assert_days_match_generation(day, course / "days" / day)
     submit(course, "blank", day, sorted((course / "days" / day).glob("*.ipynb")))
     submit(course, "solution", day, sorted((course / "solutions" / day).glob("*.ipynb")))
     first_alternatives = (rounds_of(load_alternatives(day)) or [[]])[0]
@@ -127,6 +141,8 @@ def test_round_trip_blank_scores_zero_and_solution_scores_full(day: str, tmp_pat
     start = time.perf_counter()
     nbgrader(course, "autograde", day, "--create", "--force", "--log-level=WARN", noisy_libraries=True)
     record_timing(f"autograde x{len(students)}", day, time.perf_counter() - start)
+    errors = [e for nb in sorted((course / "autograded" / "solution" / day).glob("*.ipynb")) for e in failed_cells(nb)]
+    assert not errors, f"{day}: the solution does not run top to bottom at smoke size:\n" + "\n".join(errors)
     result = scores(course, day, students)
     blank, best = result["blank"], result["solution"]
     assert best[1] > 0, f"{day}: no points to score"
