@@ -229,8 +229,8 @@ def commands(build: str, *, installed=None, tensorrt=False) -> list:
 
 
 def test_default_build_installs_the_lock_and_nothing_else():
-    assert commands("default") == [["py", "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                                    "-r", str(tb.LOCK)]]
+    assert commands("default") == [["py", "-m", "pip", "install", "--progress-bar", "off",
+                                    "--disable-pip-version-check", "-r", str(tb.LOCK)]]
     assert commands("default", installed="default") == commands("default")
 
 
