@@ -27,17 +27,18 @@ WORKDIR /home/learner/course
 
 # Dependencies first (a cached layer): the same lock file and the same build choice as `make setup`.
 COPY requirements-lock.txt pyproject.toml README.md ./
-COPY tools/torch_build.py ./tools/
+COPY tools/torch_build.py tools/pip_progress.py ./tools/
 RUN python3 -m venv /opt/venv \
     && /opt/venv/bin/python tools/torch_build.py choose --torch "$TORCH" --venv /opt/venv \
         --write /opt/venv/.torch-build \
     && /opt/venv/bin/python tools/torch_build.py install --choice /opt/venv/.torch-build
 
 COPY utils ./utils
+COPY course_lab ./course_lab
 RUN /opt/venv/bin/python -m pip install --no-deps --no-build-isolation -e .
 
-# The learner's lab settings (what `make lab` uses): open days/day01, no instructor panels, the course's timeout for
-# nbgrader's Validate button from any folder.
+# The learner's lab settings (what `make lab` uses): open Day 01's notebook, no instructor panels, the course's
+# timeout for nbgrader's Validate button from any folder.
 COPY .jupyter ./.jupyter
 RUN mkdir -p /opt/venv/etc/jupyter && cp .jupyter/nbgrader_config.py /opt/venv/etc/jupyter/nbgrader_config.py
 

@@ -5,14 +5,14 @@ SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
 # Some machines' pip config lists local package indexes that do not exist; pip then warns once per package.
-QUIET_PIP := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+QUIET_PIP := 2>&1 | { grep --line-buffered -v "is ignored: it is neither a file nor a directory" || true; }
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Tests use both cores; each notebook kernel gets one thread so two kernels do not fight over two cores.
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup lab test test-fast test-grader run days hooks audit clean-venv
+.PHONY: setup lab workspace update test test-fast test-grader run days hooks audit clean-venv
 
 # One day instead of all: `make days DAY=07`, `make test DAY=07` (DAY=07 and DAY=day07 both work).
 DAY_ID := $(if $(DAY),day$(patsubst day%,%,$(DAY)))
@@ -45,12 +45,27 @@ $(STAMP): requirements-lock.txt pyproject.toml tools/torch_build.py .jupyter/nbg
 
 FORCE:
 
-## The main command: set everything up and open the course in JupyterLab (offline, on the bundled dataset).
-# .jupyter/ holds the learner's lab settings: open days/day01, no instructor panels (the Validate button stays), no
-# news prompt. --allow-root only where the shell really is root (containers, CI); learners run as themselves.
-lab: setup
+## The main command: set everything up, copy the days into your own workspace and open Day 01 in JupyterLab
+## (offline, on the bundled dataset). .jupyter/ holds the learner's lab settings: no instructor panels (the Validate
+## button stays), no news prompt. --allow-root only where the shell really is root (containers, CI); learners run as
+## themselves. The lab's root is the workspace: your copies, never the tracked days/.
+WORKSPACE ?= workspace
+DAY01_NOTEBOOK := $(notdir $(firstword $(wildcard days/day01/*.ipynb)))
+lab: setup workspace
 	JUPYTER_CONFIG_PATH="$(CURDIR)/.jupyter$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))" \
-		$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
+		$(BIN)/jupyter lab --ServerApp.root_dir="$(abspath $(WORKSPACE))" \
+		--LabApp.default_url="/lab/tree/day01/$(DAY01_NOTEBOOK)" \
+		$(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
+
+## Your own copy of the course (git ignores it): new days are copied in, days the course updated are brought in with
+## your answers carried over (your previous notebook is kept), nothing is overwritten (tools/workspace.py).
+workspace:
+	@$(SETUP_PYTHON) tools/workspace.py sync --workspace "$(WORKSPACE)"
+
+## Course updates: pull the course, then bring new and updated days into your workspace.
+update:
+	git pull --ff-only
+	@$(MAKE) --no-print-directory workspace
 
 ## The test command (.ci/run calls exactly this): set everything up and run the whole suite. Of the plausible wrong
 ## answers in tests/grader_mutants/ it grades the first one of every exercise (about one notebook run a day), and of

@@ -1,8 +1,10 @@
-"""What a learner gets from `make lab`: JupyterLab opens days/day01, shows no instructor panels and no news prompt,
-and nbgrader's Validate button uses the course's cell timeout wherever the lab was started.
+"""What a learner gets from `make lab`: their own workspace, JupyterLab opening Day 01's notebook in it, no
+instructor panels, no Extension Manager and no news prompt, kernels on local sockets (no "running over TCP without
+encryption" warning), nbgrader's Validate button with the course's cell timeout wherever the lab was started and
+with a count of what passes.
 
 The lab test runs the Makefile's own `lab` recipe (setup skipped with `make -o`) against an empty Jupyter
-configuration in a temporary HOME, as on a learner's first start.
+configuration in a temporary HOME and a temporary workspace, as on a learner's first start.
 """
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ def lab(tmp_path_factory):
     port = free_port()
     lab_args = f"--no-browser --port={port} --ServerApp.port_retries=0 --IdentityProvider.token={TOKEN}"
     cmd = ["make", "--no-print-directory", f"VENV={VENV}", "-o", f"{VENV}/.installed", "-o", f"{VENV}/.torch-build",
-           "lab", f"LAB_ARGS={lab_args}"]
+           "lab", f"LAB_ARGS={lab_args}", f"WORKSPACE={home / 'workspace'}"]
     log = open(home / "lab.log", "w")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=fresh_jupyter_env(home), stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -75,7 +77,7 @@ def lab(tmp_path_factory):
             if time.monotonic() > deadline:
                 pytest.fail(f"JupyterLab did not answer in 180 s:\n{(home / 'lab.log').read_text()[-3000:]}")
             time.sleep(0.5)
-        yield port
+        yield port, home
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -87,32 +89,54 @@ def lab(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_make_lab_opens_day01(lab):
-    status, location, _ = get(lab, "/")
+def test_make_lab_opens_day01_in_the_learners_own_workspace(lab):
+    port, home = lab
+    status, location, _ = get(port, "/")
     assert status in (301, 302), status
-    path = location.split("?")[0]
-    assert path.endswith("/lab/tree/days/day01"), f"/ redirects to {location}, not Day 01"
-    assert list((ROOT / path.split("/lab/tree/", 1)[1]).glob("*.ipynb")), "the folder the lab opens has no notebook"
+    path = location.split("?")[0].split("/lab/tree/", 1)[1]
+    assert path.startswith("day01/") and path.endswith(".ipynb"), f"/ redirects to {location}, not Day 01's notebook"
+    opened = home / "workspace" / path
+    assert opened.is_file(), "the lab opens the workspace copy"
+    assert opened.read_bytes() == (ROOT / "days" / path).read_bytes(), "a fresh workspace copy is the release"
+    assert "your work lives in" in (home / "lab.log").read_text()
 
 
 @pytest.mark.slow
 def test_learners_see_no_instructor_panels_but_keep_validate(lab):
-    status, _, page = get(lab, "/lab/tree/days/day01")
+    port, home = lab
+    status, _, page = get(port, "/lab/tree/day01")
     assert status == 200
     config = json.loads(re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>',
                                   page, re.S).group(1))
     disabled = {d.removeprefix("@jupyter/nbgrader:") for d in config["disabledExtensions"] if "nbgrader" in d}
     assert disabled == INSTRUCTOR_PLUGINS
+    assert "@jupyterlab/extensionmanager-extension" in config["disabledExtensions"], "the Extension Manager shows"
     assert INSTRUCTOR_PLUGINS | {"validate-assignment"} <= nbgrader_plugin_ids(), "a plugin id is misspelt"
     assert "@jupyter/nbgrader" in {e["name"] for e in config["federated_extensions"]}
     import nbgrader
-    assert get(lab, "/formgrader")[0] == 404                                   # server side: formgrader off
-    assert get(lab, f"/nbgrader_version?version={nbgrader.__version__}")[0] == 200   # the Validate button's server
+    assert get(port, "/formgrader")[0] == 404                                   # server side: formgrader off
+    assert get(port, f"/nbgrader_version?version={nbgrader.__version__}")[0] == 200   # the Validate button's server
+    assert "course_lab: the Validate button reports a count" in (home / "lab.log").read_text()
+
+
+@pytest.mark.slow
+def test_kernels_use_local_sockets(lab):
+    port, home = lab
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("POST", "/api/kernels", body=json.dumps({"name": "python3"}),
+                 headers={"Authorization": f"token {TOKEN}"})
+    kernel = json.loads(conn.getresponse().read())
+    runtime = home / "runtime"
+    deadline = time.monotonic() + 60
+    while not list(runtime.glob(f"kernel-{kernel['id']}*.json")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    info = json.loads(next(runtime.glob(f"kernel-{kernel['id']}*.json")).read_text())
+    assert info["transport"] == "ipc", "a TCP kernel logs 'running over TCP without encryption' on every start"
 
 
 @pytest.mark.slow
 def test_no_news_prompt(lab):
-    status, _, body = get(lab, "/lab/api/settings/@jupyterlab/apputils-extension:notification")
+    status, _, body = get(lab[0], "/lab/api/settings/@jupyterlab/apputils-extension:notification")
     assert status == 200
     # "none" would ask "Would you like to get notified about official Jupyter news?" on the first start
     assert json.loads(body)["schema"]["properties"]["fetchNews"]["default"] == "false"
