@@ -121,6 +121,12 @@ audit:
 clean-venv:
 	rm -rf $(VENV)
 
+## Rehearse the GPU check kit on the GPU machine's software (Python 3.12, torch 2.11, only the carried wheels), on
+## this CPU: a separate environment in ~/.cache (several GB, once), the kit's dry run and every notebook (slow).
+.PHONY: gpu-rehearsal
+gpu-rehearsal:
+	nice -n 10 $(PYTHON) tools/gpu_rehearsal.py $(REHEARSAL_ARGS)
+
 ## The proxy of the course's JupyterHub (hub/README.md), from npm into build/hub-proxy: tests/test_hub.py and
 ## `COURSE_HUB_SPAWNER=local jupyterhub -f hub/jupyterhub_config.py` use it. Needs Node.js 20 or newer and npm.
 HUB_PROXY := build/hub-proxy/node_modules/.bin/configurable-http-proxy

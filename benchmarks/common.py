@@ -5,6 +5,7 @@ loads with :func:`utils.profiling.load_recorded_file`, like the recordings under
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -35,4 +36,9 @@ def write_result(name: str, payload: dict, out_dir: str | Path | None) -> Path |
     prov = data.pop("provenance", None)
     if not isinstance(prov, dict):
         raise ValueError(f"{name}: the payload needs 'provenance': provenance(device) to be written")
-    return write_recorded(Path(out_dir) / f"{name}.json", data, prov)
+    # Written under a hidden name, then renamed: a script stopped by a time limit mid-write leaves its last whole
+    # file (tools/gpu_check.py packs the folder, hidden files excepted, while scripts run).
+    path = Path(out_dir) / f"{name}.json"
+    tmp = write_recorded(path.with_name(f".{name}.json.tmp"), data, prov)
+    os.replace(tmp, path)
+    return path

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """GPU reference benchmark: ResNet50 training throughput at 224 px on synthetic tensors already on the device.
 
-Modes: fp32 (TF32 off), tf32, bf16 autocast, fp16 autocast + GradScaler, channels_last + bf16, and torch.compile
-(channels_last + bf16). For each mode and batch size: images/s (median of timed steps after warm-up, synchronised),
-peak memory (CUDA), and MFU = achieved FLOP/s / the device's peak, with FLOPs per step counted by
-torch.utils.flop_counter.FlopCounterMode (forward + backward).
+Modes: fp32 (TF32 off: IEEE fp32), tf32, bf16 autocast, fp16 autocast + GradScaler, channels_last + bf16, and
+torch.compile (channels_last + bf16). For each mode and batch size: images/s (the median step time after warm-up; on
+CUDA every step between two CUDA events, the timed steps back to back with one synchronisation at the end), peak
+memory (CUDA), and MFU = achieved FLOP/s / the device's peak, with FLOPs per step counted once per batch size by
+torch.utils.flop_counter.FlopCounterMode (forward + backward). ``--cudnn-benchmark`` lets cuDNN time its convolution
+algorithms in the warm-up steps (recorded in the result).
 
     python benchmarks/gpu_reference.py --out benchmarks/results          # on a GPU: the full sweep
+    python benchmarks/gpu_reference.py --modes fp32,compile_bf16 --append --out benchmarks/results   # add rows
     python benchmarks/gpu_reference.py --smoke                           # CPU, tiny sizes: keeps the script alive
 
 Published anchors for context (not measured here): NVIDIA's ResNet50 v1.5 reference, A100 AMP, about 2,470 img/s;
@@ -15,6 +18,7 @@ MLPerf Training v4.0, H200, about 7,950 img/s per GPU (with DALI and CUDA graphs
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -61,13 +65,17 @@ def train_step_flops(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> int:
     return counter.get_total_flops()
 
 
+_FLOPS: dict[tuple, int] = {}
+
+
 def run_mode(mode: str, model_name: str, batch: int, size: int, device: torch.device, warmup: int,
-             steps: int) -> dict:
+             steps: int, cudnn_benchmark: bool = False) -> dict:
     precision = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16"}.get(mode, "bf16")
     if mode == "fp16" and device.type != "cuda":
         return {"mode": mode, "batch": batch, "skipped": "fp16 autocast with GradScaler needs CUDA"}
     torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
     torch.backends.cudnn.allow_tf32 = mode == "tf32"
+    torch.backends.cudnn.benchmark = cudnn_benchmark
     torch.manual_seed(0)
     model = build_model(model_name, 1000 if size >= 96 else 10, image_size=size).to(device)
     x = torch.randn(batch, 3, size, size, device=device)
@@ -76,7 +84,10 @@ def run_mode(mode: str, model_name: str, batch: int, size: int, device: torch.de
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
-    flops = train_step_flops(model, x, y)
+    key = (model_name, batch, size)
+    if key not in _FLOPS:                    # the same count in every precision and layout
+        _FLOPS[key] = train_step_flops(model, x, y)
+    flops = _FLOPS[key]
     step_model = torch.compile(model) if "compile" in mode else model
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
@@ -94,12 +105,21 @@ def run_mode(mode: str, model_name: str, batch: int, size: int, device: torch.de
     synchronize(device)
     if "compile" in mode:
         compile_s = time.perf_counter() - start  # the first step compiles
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        synchronize(device)
-        times.append(time.perf_counter() - t0)
+    if device.type == "cuda":                # events between steps: no host sync inside the timed steps
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+        events[0].record()
+        for k in range(steps):
+            step()
+            events[k + 1].record()
+        events[-1].synchronize()
+        times = [a.elapsed_time(b) / 1e3 for a, b in zip(events, events[1:])]
+    else:
+        times = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            step()
+            synchronize(device)
+            times.append(time.perf_counter() - t0)
     median = statistics.median(times)
     peak = peak_tflops(device, precision)
     achieved = flops / median / 1e12
@@ -107,7 +127,7 @@ def run_mode(mode: str, model_name: str, batch: int, size: int, device: torch.de
             "images_per_s": batch / median, "flops_per_step": flops, "achieved_tflops": achieved,
             "peak_tflops": peak, "mfu": achieved / peak if peak else None,
             "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
-            "warmup_and_compile_s": compile_s}
+            "warmup_and_compile_s": compile_s, "cudnn_benchmark": cudnn_benchmark}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--warmup", type=int, default=None, help="untimed steps per mode and batch (default by size)")
     ap.add_argument("--steps", type=int, default=None, help="timed steps per mode and batch (default by size)")
+    ap.add_argument("--cudnn-benchmark", action="store_true", help="torch.backends.cudnn.benchmark = True")
+    ap.add_argument("--append", action="store_true", help="keep the rows already in the result file (other modes)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     device = pick_device(args.device)
@@ -134,17 +156,25 @@ def main(argv: list[str] | None = None) -> int:
     warmup = args.warmup if args.warmup is not None else warmup
     steps = args.steps if args.steps is not None else steps
     prov = provenance(device)
+    earlier: list[dict] = []
+    name = f"gpu_reference_{device.type}"
+    if args.append and args.out and (Path(args.out) / f"{name}.json").exists():
+        earlier = json.loads((Path(args.out) / f"{name}.json").read_text()).get("rows", [])
+    cudnn_saved = torch.backends.cudnn.benchmark
 
     def save(rows: list[dict]) -> Path | None:
         # Written after every row: a run stopped by a time limit (tools/gpu_check.py) keeps the modes it finished.
+        new = {(r["mode"], r["batch"]) for r in rows}
         payload = {"benchmark": "gpu_reference", "provenance": prov, "model": model, "image_size": size,
-                   "warmup": warmup, "steps": steps, "rows": rows}
-        return write_result(f"gpu_reference_{device.type}", payload, args.out)
+                   "warmup": warmup, "steps": steps, "cudnn_benchmark": args.cudnn_benchmark,
+                   "rows": [r for r in earlier if (r["mode"], r["batch"]) not in new] + rows}
+        return write_result(name, payload, args.out)
 
     rows: list[dict] = []
+    path = None
     for mode in args.modes.split(","):
         for batch in batches:
-            row = run_mode(mode, model, batch, size, device, warmup, steps)
+            row = run_mode(mode, model, batch, size, device, warmup, steps, args.cudnn_benchmark)
             rows.append(row)
             path = save(rows)
             if "skipped" in row:
@@ -156,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{row['achieved_tflops']:8.3f} TFLOP/s  MFU {mfu}", flush=True)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = True  # PyTorch's default
+    torch.backends.cudnn.benchmark = cudnn_saved
     if path:
         print(f"wrote {path}")
     return 0

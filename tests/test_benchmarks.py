@@ -121,6 +121,7 @@ def test_suite_time_summary(tmp_path, capsys):
     assert main([str(tmp_path / "missing.json")]) == 1
 
 
+@pytest.mark.slow
 def test_flop_count_of_resnet50_matches_the_known_figure():
     import torch
     from gpu_reference import train_step_flops
@@ -130,3 +131,18 @@ def test_flop_count_of_resnet50_matches_the_known_figure():
     flops = train_step_flops(model, torch.randn(1, 3, 224, 224), torch.tensor([0]))
     # ~4.1 GMACs forward = ~8.2 GFLOPs; backward ~2x forward: ~24.6 GFLOPs per image per training step
     assert 23e9 < flops < 26e9
+
+
+@pytest.mark.slow
+def test_input_path_smoke_records_the_host_cost_ratio(tmp_path):
+    out = run_script("input_path.py", "--smoke", "--out", str(tmp_path))
+    assert "ratio old/new host CPU per image" in out
+    data = json.loads((tmp_path / "input_path_cpu.json").read_text())
+    old, gather, dispatch, total = data["rows"]
+    assert old["path"].startswith("old:") and total["path"] == "new: total host cost"
+    assert total["cpu_ms_per_image"] == pytest.approx(gather["cpu_ms_per_image"] + dispatch["cpu_ms_per_image"])
+    assert data["ratio_old_over_new"] == pytest.approx(old["cpu_ms_per_image"] / total["cpu_ms_per_image"])
+    for r in data["rows"]:
+        assert r["images_per_s_per_core"] == pytest.approx(1e3 / r["cpu_ms_per_image"])
+    assert data["meets_target"] is (data["ratio_old_over_new"] >= data["target_ratio"])
+    assert data["ops_per_batch"] > 0 and data["cache_px"] == 256

@@ -78,6 +78,7 @@ def test_settings_overrides_and_their_errors():
         resolve_settings("baseline", cpu, checkpoint_stages=("conv4_x",))
 
 
+@pytest.mark.slow
 def test_checkpointed_stage_saves_less_and_computes_the_same_gradients():
     torch.manual_seed(0)
     plain = resnet18(10, small_input=True).train()
@@ -187,6 +188,7 @@ def test_describe_says_what_a_gpu_would_run():
         FS.describe_full_scale("turbo")
 
 
+@pytest.mark.slow
 def test_minutes_mode_replans_when_the_steps_slow_down(toy_data, monkeypatch):
     # The first timed steps can run ahead on batches the workers prefetched; planned once from them, a "1 minute"
     # run took several. Simulated: 1 s per step for the first 8 steps, then 3 s (a fake clock, no real waiting).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torchvision.models  # noqa: F401  (its first import takes seconds: paid at collection, not in a test)
 
 from utils.datasets import write_imagenette_like
 from utils.full_scale import FullScaleResult
@@ -44,6 +45,7 @@ def test_missing_data_explains_and_falls_back_instead_of_raising(tmp_path, capsy
     assert "No recorded GPU result yet" in out
 
 
+@pytest.mark.slow
 def test_toy_runs_share_the_data_and_are_compared_with_the_first(tmp_path, capsys):
     write_imagenette_like(tmp_path, num_classes=3, train_per_class=8, val_per_class=2)
     results = full_scale_section(["baseline", "accumulation"], day="day99", root=tmp_path, download=False,
@@ -58,6 +60,7 @@ def test_toy_runs_share_the_data_and_are_compared_with_the_first(tmp_path, capsy
     assert json.dumps(results[0].as_dict())             # plain data, ready to record
 
 
+@pytest.mark.slow
 def test_a_technique_with_overrides_runs_under_its_label(tmp_path, capsys):
     write_imagenette_like(tmp_path, num_classes=3, train_per_class=8, val_per_class=2)
     results = full_scale_section(["bf16", ("bf16+channels_last", "bf16", {"channels_last": True})], day="day99",

@@ -1,5 +1,5 @@
 """Full-size training on a CUDA GPU: torchvision's ResNet50 at 224 px on Imagenette (or CIFAR-10 upscaled), with
-one technique switched on, measured end to end: images/s (data loading included), peak memory and accuracy.
+one technique switched on, measured end to end: images/s (input included), peak memory and accuracy.
 
 The days whose point is scale call :func:`full_scale_run` when ``run.on_gpu``; their CPU and smoke paths keep the
 small data. Every batch goes through the course's one training step, :func:`utils.step.train_step`, and the
@@ -7,6 +7,12 @@ accuracy through :func:`utils.training.evaluate`. A technique is a named preset 
 (:data:`utils.techniques.TECHNIQUES`); keyword overrides change single knobs. The global backend flags a run sets
 (TF32, ``cudnn.benchmark``) are restored when it ends. On a CPU the function refuses unless ``allow_cpu=True``
 (toy sizes, for tests).
+
+The batches come through an input path (:mod:`utils.input_path`): by default a uint8 cache decoded once, with the
+random crop, flip and normalisation done on the device, so that the run measures the technique and not the JPEG
+decoder; ``input_path="dataloader"`` keeps the end-to-end ``DataLoader`` (JPEG decoding in worker processes) for the
+days that measure the loader itself. Every run also measures its input path alone and records whether it was
+input-bound (:func:`utils.input_path.input_bound`).
 """
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -24,6 +30,7 @@ from .datasets import load_cifar10, load_imagenette
 from .device import DeviceUnavailableError, pick_device, synchronize
 from .environment import hardware_label
 from .fast_path import fast_path_flags, restore_fast_path_flags
+from .input_path import InputPath, input_bound, input_limit_text, make_input_path, measure_input_rate
 from .models import build_model
 from .precision import make_grad_scaler, resolve_amp
 from .step import train_step
@@ -79,8 +86,8 @@ class FullScaleResult:
     epochs: float
     timed_images: int                # after the first steps (compilation, autotuning, worker start-up)
     timed_s: float
-    images_per_s: float              # timed_images / timed_s, data loading included
-    data_wait_share: float           # share of timed_s the loop spent waiting for the DataLoader
+    images_per_s: float              # timed_images / timed_s, the input path included
+    data_wait_share: float           # share of timed_s the loop spent waiting for the next batch
     peak_memory_bytes: int | None    # this run's own tensors at their peak in the timed steps; None off CUDA
     train_loss: float                # mean over the timed steps
     accuracy: float | None           # on the held-out set (Imagenette's val split); None when not evaluated
@@ -89,6 +96,9 @@ class FullScaleResult:
     eval_s: float
     hardware: str
     extras: dict[str, Any] = field(default_factory=dict)
+    input_path: str = "cached"                 # utils.input_path.INPUT_PATHS
+    loader_images_per_s: float | None = None   # the input path alone, measured in this run (None: not measured)
+    input_bound: bool = False                  # utils.input_path.input_bound: the loader limited this run
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,14 +107,21 @@ class FullScaleResult:
         mem = f"{self.peak_memory_bytes / 2**30:.2f} GiB peak" if self.peak_memory_bytes is not None else "no CUDA peak"
         acc = f"accuracy {self.accuracy:.1%} on {self.eval_images:,} held-out images" if self.accuracy is not None \
             else "not evaluated"
+        loader = (f"; its {self.input_path} input path alone {self.loader_images_per_s:,.0f} images/s"
+                  if self.loader_images_per_s else "")
+        bound = " INPUT-BOUND: the loader, not the technique, set this speed." if self.input_bound else ""
         return (f"{self.technique}: {self.model} {self.image_size} px batch {self.batch_size} on {self.dataset}, "
                 f"{self.optimizer_steps} steps ({self.epochs:.2f} epochs): {self.images_per_s:,.0f} images/s "
-                f"({self.data_wait_share:.0%} waiting for data), {mem}, {acc} | {self.hardware}")
+                f"({self.data_wait_share:.0%} waiting for data{loader}), {mem}, {acc} | {self.hardware}{bound}")
+
+    def input_limit(self) -> str:
+        """One sentence: the training and input-path speeds, and the thresholds of :func:`input_bound`."""
+        return input_limit_text(self.technique, self.loader_images_per_s, self.images_per_s, self.data_wait_share)
 
 
 def describe_full_scale(technique: str = "baseline", minutes: float = 2.0, *, model: str = "resnet50",
                         image_size: int = 224, dataset: str = "imagenette", batch_size: int = 64,
-                        steps: int | None = None) -> str:
+                        steps: int | None = None, input_path: str = "cached") -> str:
     """One sentence saying what :func:`full_scale_run` would do on a CUDA GPU (for a notebook's CPU branch); with
     ``steps``, a run of that many optimizer steps instead of ``minutes``."""
     if technique not in TECHNIQUES:
@@ -114,8 +131,11 @@ def describe_full_scale(technique: str = "baseline", minutes: float = 2.0, *, mo
     return (f"On a CUDA GPU this cell trains {names.get(model, model)} from scratch at {image_size} px on "
             f"{names.get(dataset, dataset)}, batch {batch_size}, "
             f"{f'for {steps} optimizer steps' if steps else f'for about {minutes:g} min'} with "
-            f"{TECHNIQUES[technique][1]}, then prints images/s (data loading included), peak memory "
-            "(torch.cuda.max_memory_allocated) and held-out accuracy.")
+            f"{TECHNIQUES[technique][1]}, then prints images/s, peak memory (torch.cuda.max_memory_allocated) and "
+            "held-out accuracy. "
+            + ("Its batches come from DataLoader workers that decode the JPEGs" if input_path == "dataloader" else
+               "Its batches come from a cache of images decoded once, cropped and flipped on the GPU")
+            + "; the input path's own images/s are measured beside, and a run the loader limited is flagged.")
 
 
 def _allocated_bytes(device: torch.device) -> int:
@@ -126,17 +146,14 @@ def _allocated_bytes(device: torch.device) -> int:
     return int(torch.cuda.memory_allocated(device))
 
 
-def _endless(loader: Any) -> Iterator[Any]:
-    while True:
-        yield from loader
-
-
 def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, steps: int | None = None,
                    batch_size: int = 64, data: DataSplits | None = None, dataset: str = "imagenette",
                    root: str | os.PathLike | None = None, download: bool = False, image_size: int = 224,
                    model: str = "resnet50", lr: float | None = None, num_workers: int | None = None,
                    warmup_steps: int = 20, eval_batches: int | None = None, device: str | torch.device = "auto",
-                   allow_cpu: bool = False, seed: int = 0, progress: bool = True, **overrides: Any) -> FullScaleResult:
+                   allow_cpu: bool = False, seed: int = 0, progress: bool = True,
+                   input_path: str | InputPath = "cached", input_probe_batches: int | None = None,
+                   cache_dir: str | os.PathLike | None = None, **overrides: Any) -> FullScaleResult:
     """Train ``model`` from scratch with ``technique`` (a key of :data:`TECHNIQUES`; ``overrides`` change single
     :class:`utils.techniques.RunSettings` knobs) and measure it. Returns a :class:`FullScaleResult`.
 
@@ -148,8 +165,13 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
         data: a :func:`full_scale_data` result to reuse; else built from ``dataset``, ``root``, ``download``.
         lr: peak SGD learning rate (default 0.2 x batch_size / 256: twice the linear-scaling rule, for short runs),
             warmed up over ``warmup_steps`` and decayed by a cosine to 0 (:func:`lr_factor`).
-        num_workers: DataLoader processes (default :func:`default_workers`).
+        num_workers: DataLoader processes on the ``"dataloader"`` input path (default :func:`default_workers`).
         eval_batches: evaluate on this many held-out batches (default all; 0 skips evaluation).
+        input_path: ``"cached"`` (decoded once, augmented on the device), ``"dataloader"`` (JPEGs decoded by
+            DataLoader workers) or an :class:`utils.input_path.InputPath` (tests).
+        input_probe_batches: batches timed to measure the input path alone before training (default: 8, or twice
+            the workers; 0 skips the measurement and the run cannot say whether it was input-bound).
+        cache_dir: where the decoded cache lives (:func:`utils.decoded_cache.cache_folder` by default).
         allow_cpu: run on a CPU too (toy sizes only: ResNet50 at 224 px trains a few images/s there).
     """
     dev = pick_device(device)
@@ -169,7 +191,7 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
     workers = default_workers(dev) if num_workers is None else num_workers
     saved_flags = fast_path_flags()
     setup_start = time.perf_counter()
-    bar = None
+    bar = path = None
     try:
         if s.tf32 is not None:
             set_tf32(s.tf32)
@@ -178,12 +200,14 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
         if data is None:
             data = full_scale_data(dataset, image_size, root=root, download=download, seed=seed,
                                    stats_workers=workers)
-        # Workers are forked after CUDA may be initialised: safe, because they only decode and transform on the CPU.
-        train_loader, _, test_loader = data.loaders(
-            micro, num_workers=workers, pin_memory=s.pin_memory, seed=seed, drop_last=True,
-            persistent_workers=workers > 0)
-        if len(train_loader) == 0:
-            raise ValueError(f"the training set ({len(data.train)} images) is smaller than one micro-batch ({micro})")
+        path = make_input_path(input_path, data, micro, workers=workers, pin_memory=s.pin_memory, seed=seed,
+                               cache_dir=cache_dir, progress=progress)
+        batches = path.train_batches()
+        probe = max(8, 2 * path.workers) if input_probe_batches is None else input_probe_batches
+        probe_start = time.perf_counter()
+        loader_ips = (measure_input_rate(path, batches, dev, count=probe, non_blocking=s.pin_memory,
+                                         channels_last=s.channels_last) if probe else None)
+        probe_s = time.perf_counter() - probe_start
         # Tensors that earlier notebook cells left on the GPU are in torch.cuda's counters too: subtract them.
         preexisting = _allocated_bytes(dev)
         warmup_peak = None
@@ -204,7 +228,6 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: lr_factor(k, warmup, total))
         untimed = min(3, total - 1)
         first_plan = max(warmup, untimed + 1)                # minutes mode: the first step that plans the rest
-        batches = _endless(train_loader)
         if progress:
             from tqdm.auto import tqdm
             bar = tqdm(total=steps, desc=technique, leave=False)
@@ -228,11 +251,9 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
                     torch.cuda.reset_peak_memory_stats(dev)
             for k in range(s.accumulation_steps):
                 wait_start = time.perf_counter()
-                x, y = next(batches)
+                batch = next(batches)
                 data_wait += time.perf_counter() - wait_start
-                x, y = x.to(dev, non_blocking=s.pin_memory), y.to(dev, non_blocking=s.pin_memory)
-                if s.channels_last:
-                    x = x.contiguous(memory_format=torch.channels_last)
+                x, y = path.to_device(batch, dev, non_blocking=s.pin_memory, channels_last=s.channels_last)
                 r = train_step(step_model, x, y, opt, loss_fn=loss_fn, amp_dtype=amp_dtype, scaler=scaler,
                                loss_divisor=s.accumulation_steps, zero_grad=k == 0,
                                step=k == s.accumulation_steps - 1)
@@ -259,19 +280,25 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
         eval_start = time.perf_counter()
         accuracy, eval_images = None, 0
         if eval_batches != 0:
-            ev = evaluate(net, test_loader, dev, amp=s.amp or False, max_steps=eval_batches)
+            ev = evaluate(net, path.eval_batches(micro), dev, amp=s.amp or False, max_steps=eval_batches)
             accuracy, eval_images = ev.accuracy, ev.samples
         eval_s = time.perf_counter() - eval_start
     finally:
         if bar is not None:
             bar.close()
+        if path is not None:
+            path.close()
         restore_fast_path_flags(saved_flags)
+    images_per_s, wait_share = timed_images / timed_s, data_wait / timed_s
     return FullScaleResult(
         technique=technique, settings=asdict(s), model=model, dataset=data.name, image_size=data.image_size,
         batch_size=batch_size, micro_batch_size=micro, optimizer_steps=step, images=images,
         epochs=images / len(data.train), timed_images=timed_images, timed_s=timed_s,
-        images_per_s=timed_images / timed_s, data_wait_share=data_wait / timed_s, peak_memory_bytes=peak,
+        images_per_s=images_per_s, data_wait_share=wait_share, peak_memory_bytes=peak,
         train_loss=(loss_sum / max(1, timed_images)).item(), accuracy=accuracy, eval_images=eval_images,
         setup_s=setup_s, eval_s=eval_s, hardware=hardware_label(dev),
-        extras={"lr": peak_lr, "num_workers": workers, "warmup_peak_bytes": warmup_peak,
-                "preexisting_bytes": preexisting if peak is not None else None})
+        extras={"lr": peak_lr, "num_workers": path.workers, "warmup_peak_bytes": warmup_peak,
+                "preexisting_bytes": preexisting if peak is not None else None, "input": path.describe(),
+                "input_probe_batches": probe, "input_probe_s": probe_s},
+        input_path=path.name, loader_images_per_s=loader_ips,
+        input_bound=input_bound(loader_ips, images_per_s, wait_share))

@@ -5,6 +5,10 @@ On a CUDA GPU it trains torchvision's ResNet50 at 224 px on Imagenette once per 
 the first. Anywhere else, or when the data cannot be had (an offline GPU machine without the download), it says what
 the cell would do, why it did not, and shows the day's recorded GPU result (``results/dayNN/``) or says there is
 none. It never raises for a missing GPU or dataset: a notebook must run top to bottom everywhere.
+
+Every run measures its input path alone (:mod:`utils.input_path`). The section prints a verdict on the techniques
+(:func:`technique_verdicts`) only when no run was input-bound; otherwise it says which runs the loader limited and by
+how much (:func:`input_limits`), because their ratios then measure the loader at least as much as the technique.
 """
 from __future__ import annotations
 
@@ -46,12 +50,14 @@ def _variant(entry: Variant) -> tuple[str, str, dict[str, Any]]:
 
 def compare_full_scale(results: Sequence[FullScaleResult]) -> str:
     """A text table of ``results``: images/s, peak memory (GiB), accuracy, and speed and memory relative to the
-    first result (the baseline)."""
+    first result (the baseline); then the share of time waiting for data and the input path's own images/s as a
+    multiple of the training images/s, with ``*`` on the runs the input path limited."""
     if not results:
         raise ValueError("compare_full_scale needs at least one FullScaleResult")
     base = results[0]
     w = max(16, *(len(r.technique) for r in results))
-    lines = [f"{'technique':<{w}} {'images/s':>9} {'x base':>7} {'peak GiB':>9} {'x base':>7} {'accuracy':>9}"]
+    lines = [f"{'technique':<{w}} {'images/s':>9} {'x base':>7} {'peak GiB':>9} {'x base':>7} {'accuracy':>9} "
+             f"{'wait':>5} {'input x':>8}"]
     for r in results:
         speed = r.images_per_s / base.images_per_s if base.images_per_s else float("nan")
         if r.peak_memory_bytes is not None and base.peak_memory_bytes:
@@ -59,8 +65,38 @@ def compare_full_scale(results: Sequence[FullScaleResult]) -> str:
         else:
             peak, mem = f"{'-':>9}", f"{'-':>7}"
         acc = f"{r.accuracy:>9.1%}" if r.accuracy is not None else f"{'-':>9}"
-        lines.append(f"{r.technique:<{w}} {r.images_per_s:>9,.0f} {speed:>7.2f} {peak} {mem} {acc}")
+        headroom = (f"{r.loader_images_per_s / r.images_per_s:>7.1f}" if r.loader_images_per_s and r.images_per_s
+                    else f"{'-':>7}")
+        lines.append(f"{r.technique:<{w}} {r.images_per_s:>9,.0f} {speed:>7.2f} {peak} {mem} {acc} "
+                     f"{r.data_wait_share:>5.0%} {headroom}{'*' if r.input_bound else ' '}")
+    if any(r.input_bound for r in results):
+        lines.append("* input-bound: the input path, not the technique, set this run's speed")
     return "\n".join(lines)
+
+
+#: Within this relative difference of the baseline's images/s, one run each cannot tell a change from noise.
+SAME_SPEED = 0.05
+
+
+def input_limits(results: Sequence[FullScaleResult]) -> list[str]:
+    """For every input-bound run, one sentence saying by how much its input path limited it; ``[]`` when none was."""
+    return [r.input_limit() for r in results if r.input_bound]
+
+
+def technique_verdicts(results: Sequence[FullScaleResult]) -> list[str]:
+    """One line per run after the first: faster, slower or no clear change (within :data:`SAME_SPEED`) than the
+    first, in images/s and peak memory. ``[]`` when any run was input-bound: a verdict would judge the loader."""
+    if len(results) < 2 or any(r.input_bound for r in results):
+        return []
+    base, lines = results[0], []
+    for r in results[1:]:
+        ratio = r.images_per_s / base.images_per_s
+        word = "faster" if ratio > 1 + SAME_SPEED else "slower" if ratio < 1 - SAME_SPEED else "no clear change"
+        mem = (f", x{r.peak_memory_bytes / base.peak_memory_bytes:.2f} the peak memory"
+               if r.peak_memory_bytes and base.peak_memory_bytes else "")
+        lines.append(f"{r.technique}: x{ratio:.2f} the images/s of {base.technique} ({word}; one run each, within "
+                     f"{SAME_SPEED:.0%} counts as no change){mem}")
+    return lines
 
 
 SHARED_RECORDING_DAY = "day14"   # the GPU check kit records every technique once, under Day 14 (the week-2 project)
@@ -105,7 +141,10 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
         day: e.g. ``"day25"``: where the recorded results live (``results/day25/``).
         minutes: training time per technique, setup and evaluation not counted (see :func:`full_scale_run`).
         download: fetch the dataset into :func:`utils.datasets.data_root` on first use (341 MB for Imagenette
-            at 320 px, which 224 px training reads); an offline machine falls back to the recorded results.
+            at 320 px, which 224 px training reads); an offline machine falls back to the recorded results. The
+            default input path then decodes it once into a uint8 cache beside it (2.6 GB at 256 px, train and
+            val; :mod:`utils.decoded_cache`); ``input_path="dataloader"`` (in ``run_kwargs``) decodes every batch
+            in DataLoader workers instead, as Days 03 and 10 measure it.
         allow_cpu: run off CUDA too (tests only, with toy ``run_kwargs`` such as ``model="small_cnn"``).
         data: a :func:`utils.full_scale.full_scale_data` result to reuse (building one computes the dataset's
             channel statistics: seconds to tens of seconds); else built from ``dataset``, ``root``, ``download``.
@@ -129,7 +168,8 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
             else:
                 text = describe_full_scale(technique, minutes or 0, image_size=image_size, dataset=dataset,
                                            model=run_kwargs.get("model", "resnet50"),
-                                           batch_size=run_kwargs.get("batch_size", 64), steps=run_kwargs.get("steps"))
+                                           batch_size=run_kwargs.get("batch_size", 64), steps=run_kwargs.get("steps"),
+                                           input_path=str(run_kwargs.get("input_path", "cached")))
                 if overrides:
                     text = f"{label}: {text} Changed from {technique!r}: " + ", ".join(
                         f"{k}={v!r}" for k, v in overrides.items()) + "."
@@ -156,4 +196,19 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
         results.append(result)
     if len(results) > 1:
         print(compare_full_scale(results))
+    limits = input_limits(results)
+    if limits:
+        print("No verdict on the technique" + ("s" if len(results) > 1 else "") + ": the input path limited "
+              + ("this run" if len(results) == 1 else f"{len(limits)} of these {len(results)} runs") + ", so their "
+              "speeds measure the loader at least as much as the technique:")
+        for line in limits:
+            print(" - " + line)
+    else:
+        for line in technique_verdicts(results):
+            print(line)
+        measured = [r for r in results if r.loader_images_per_s]
+        if measured:
+            least = min(measured, key=lambda r: r.loader_images_per_s / r.images_per_s)
+            print(f"Not input-bound: the input path alone delivered at least "
+                  f"{least.loader_images_per_s / least.images_per_s:.1f}x the images/s each run trained at.")
     return results

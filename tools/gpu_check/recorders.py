@@ -9,9 +9,12 @@ every recorder runs the same code at toy sizes so that the kit cannot rot; GPU-o
 payload says so.
 
 Each recorder is bounded in time: its loops are sized to finish well inside ``budget_s`` on an H200, and the runner
-kills a recorder that overruns its budget by half and moves on. The full-size recorders (ResNet50 at 224 px: Days
-14, 24, 25, 30 and 32) are in :mod:`gpu_check.full_scale_recorders`; :data:`RUN_ORDER` is the order the kit runs
-them all in.
+kills a recorder that overruns its budget by a quarter and moves on. A recorder hands what it has measured so far to
+``ctx.save(payload)`` as it goes: the runner writes it at once (marked ``partial``), so that a recorder stopped by
+its limit, or a device call cut short, still returns its first rows. A recorder with nothing to measure on this
+machine raises :class:`Skip` (Day 30 without a CUDA provider in onnxruntime). The full-size recorders (ResNet50 at
+224 px: Days 14, 24, 25, 30 and 32) are in :mod:`gpu_check.full_scale_recorders`; :data:`RUN_ORDER` is the order
+the kit runs them all in: the cheap per-day measurements first, then the ResNet50 runs.
 """
 from __future__ import annotations
 
@@ -45,10 +48,15 @@ MAX_TRACE_BYTES = 3 * 2**20      # a committed profiler trace, gzip-compressed
 MAX_SNAPSHOT_BYTES = 4 * 2**20   # a committed memory snapshot (pickle, what memory_viz opens)
 
 
+class Skip(Exception):
+    """Raised by a recorder that has nothing to measure on this machine; the message says why."""
+
+
 @dataclass
 class Context:
     """What a recorder needs: the device, the size (``tiny`` on the CPU dry run), where its extra files go
-    (``out_dir`` = ``results/<day>`` of the bundle), the file stem of this GPU (``slug``) and its time budget."""
+    (``out_dir`` = ``results/<day>`` of the bundle), the file stem of this GPU (``slug``), its time budget, and
+    ``saver``, which writes a partial payload (:meth:`save`)."""
 
     device: torch.device
     tiny: bool
@@ -56,6 +64,12 @@ class Context:
     slug: str
     budget_s: float
     started: float = field(default_factory=time.perf_counter)
+    saver: Callable[[dict], None] | None = None
+
+    def save(self, payload: dict) -> None:
+        """Write what is measured so far (``summary`` and ``rows`` at least), marked partial."""
+        if self.saver is not None:
+            self.saver(payload)
 
     @property
     def cuda(self) -> bool:
@@ -119,13 +133,21 @@ def _peak(device: torch.device) -> int | None:
     return int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else None
 
 
+NOTHING_MEASURED = "nothing measured: the time budget was spent before the first run"
+
+
+def best_row(rows: list[dict], key: str) -> dict | None:
+    """The row with the largest ``key``, or ``None`` for no rows (a recorder cut short before its first)."""
+    return max(rows, key=lambda r: r[key]) if rows else None
+
+
 # ----------------------------------------------------------------------------------------------------------- 02
-@recorder("day02", 12, "GPU-Util (NVML) sampled while a 1-element add and an n x n fp32 matmul run in loops")
+@recorder("day02", 8, "GPU-Util (NVML) sampled while a 1-element add and an n x n fp32 matmul run in loops")
 def record_day02(ctx: Context) -> dict:
     from utils.monitoring import Monitor
 
     n = ctx.pick(256, 8192)
-    phase_s = ctx.pick(0.3, 2.0)
+    phase_s = ctx.pick(0.3, 1.5)
     backend = "nvml" if ctx.cuda else "psutil"
     util_key = "gpu_util_pct" if ctx.cuda else "process_cpu_pct"
     tiny = torch.zeros(1, device=ctx.device)
@@ -169,7 +191,7 @@ def record_day02(ctx: Context) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------------- 03
-@recorder("day03", 12, "host-to-device copies (pageable vs pinned), timing without/with sync, CUDA events")
+@recorder("day03", 8, "host-to-device copies (pageable vs pinned), timing without/with sync, CUDA events")
 def record_day03(ctx: Context) -> dict:
     sizes_mb = ctx.pick([1, 4], [1, 4, 16, 64, 256])
     repeats = ctx.pick(3, 10)
@@ -226,7 +248,7 @@ def record_day03(ctx: Context) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------------- 08
-@recorder("day08", 20, "ResNet50 + Adam: torch.cuda.max_memory_allocated over two training steps vs the memory "
+@recorder("day08", 10, "ResNet50 + Adam: torch.cuda.max_memory_allocated over two training steps vs the memory "
                        "model (utils.memory) at batch 64, 64 px and 224 px")
 def record_day08(ctx: Context) -> dict:
     rows, summary = [], []
@@ -257,53 +279,64 @@ def record_day08(ctx: Context) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------------- 09
-@recorder("day09", 50, "ResNet50 at 224 px, fp32 weights + SGD (PyTorch's default flags: cuDNN convolutions may use "
-                       "TF32): images/s vs batch size; the largest Adam batch found by out-of-memory search, beside "
-                       "the memory model's and the rule of thumb's answers")
+@recorder("day09", 25, "ResNet50 at 224 px, fp32 weights + SGD (PyTorch's default flags: cuDNN convolutions may use "
+                       "TF32): images/s vs batch size; the largest Adam batch found by out-of-memory search (bounded "
+                       "in time: a lower bound when cut short), beside the memory model's and the rule of thumb's "
+                       "answers")
 def record_day09(ctx: Context) -> dict:
     name, size = ctx.pick(("small_cnn", 32), ("resnet50", 224))
     torch.manual_seed(0)
     model = build_model(name, 10, image_size=size).to(ctx.device).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    rows = []
-    for b in ctx.pick([4, 8], [16, 32, 64, 128, 256, 512]):
+    rows: list[dict] = []
+    for b in ctx.pick([4, 8], [32, 64, 128, 256]):
+        if rows and ctx.left_s() < ctx.budget_s / 2:
+            break
         x, y = _batch(b, size, ctx.device)
         try:
-            t = time_fn(lambda: train_step(model, x, y, opt), device=ctx.device, warmup=2, repeats=ctx.pick(2, 5))
+            t = time_fn(lambda: train_step(model, x, y, opt), device=ctx.device, warmup=2, repeats=ctx.pick(2, 4))
         except torch.OutOfMemoryError:
             free_device_memory(ctx.device)
             break
         rows.append({"batch": b, "step_ms": t.median_s * 1e3, "images_per_s": t.per_second(b)})
+        ctx.save({"summary": [f"batch sweep so far: {len(rows)} batch sizes"], "rows": rows})
         del x, y
     del opt
-    best = max(rows, key=lambda r: r["images_per_s"])
-    summary = [f"{name} {size} px, default precision: {best['images_per_s']:,.0f} images/s at best (batch {best['batch']}); "
-               f"{rows[0]['images_per_s']:,.0f} at batch {rows[0]['batch']}"]
+    best = best_row(rows, "images_per_s")
+    summary = ([f"{name} {size} px, default precision: {best['images_per_s']:,.0f} images/s at best (batch "
+                f"{best['batch']}); {rows[0]['images_per_s']:,.0f} at batch {rows[0]['batch']}"] if best else
+               [NOTHING_MEASURED])
     search: dict[str, Any] = {}
     if ctx.cuda:
         free_device_memory(ctx.device)
-        deadline = time.perf_counter() + max(5.0, ctx.left_s() - 8)
+        deadline = time.perf_counter() + max(3.0, ctx.left_s() - 6)
         fits = cuda_fits(model, (3, size, size), 10, "adam")
+        largest_fit = 0
 
         def bounded(b: int) -> bool:
+            nonlocal largest_fit
             if time.perf_counter() > deadline:
                 raise TimeoutError(f"the out-of-memory search ran out of its time budget at batch {b}")
-            return fits(b)
+            ok = fits(b)
+            largest_fit = max(largest_fit, b) if ok else largest_fit
+            return ok
 
         total = torch.cuda.get_device_properties(ctx.device).total_memory
         try:
-            found = find_max_batch_size(bounded, start=64, limit=16384)
+            found = find_max_batch_size(bounded, start=256, limit=16384)
             search = {"max_batch_adam_fp32": found.max_batch_size, "trials": found.trials}
         except TimeoutError as e:
-            search = {"max_batch_adam_fp32": None, "error": str(e)}
+            search = {"max_batch_adam_fp32": None, "max_batch_at_least": largest_fit or None, "error": str(e)}
         breakdown = measure_breakdown(model, (3, size, size), 1, "adam", device=ctx.device)
         search |= {"total_memory_bytes": total,
                    "memory_model_max_batch_10pct_margin": find_max_batch_size(budget_fits(breakdown, total, 0.10),
                                                                               limit=1 << 20).max_batch_size,
                    "rule_of_thumb_max_batch": formula_max_batch_size(total, parameter_bytes(model),
                                                                      breakdown.activation_per_sample)}
+        found_text = (search["max_batch_adam_fp32"] if search["max_batch_adam_fp32"] is not None
+                      else f"at least {search.get('max_batch_at_least')} (search cut short)")
         summary.append(f"largest Adam fp32 batch on {torch.cuda.get_device_name(ctx.device)} "
-                       f"({total / GiB:.0f} GiB): {search['max_batch_adam_fp32']} by out-of-memory search, "
+                       f"({total / GiB:.0f} GiB): {found_text} by out-of-memory search, "
                        f"{search['memory_model_max_batch_10pct_margin']} by the memory model (10 % margin), "
                        f"{search['rule_of_thumb_max_batch']} by (total - parameters) / per-sample activations")
     else:
@@ -314,7 +347,7 @@ def record_day09(ctx: Context) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------------- 11
-@recorder("day11", 20, "ResNet50 at 224 px, batch 128: training step time and peak memory in fp32, TF32, bf16 and "
+@recorder("day11", 15, "ResNet50 at 224 px, batch 128: training step time and peak memory in fp32, TF32, bf16 and "
                        "fp16 (+ GradScaler); n x n matmul throughput per format")
 def record_day11(ctx: Context) -> dict:
     name, size, batch = ctx.pick(("small_cnn", 16, 8), ("resnet50", 224, 128))
@@ -331,14 +364,16 @@ def record_day11(ctx: Context) -> dict:
         with tf32(use_tf32):
             _peak_reset(ctx.device)
             t = time_fn(lambda: train_step(model, x, y, opt, amp_dtype=amp, scaler=scaler), device=ctx.device,
-                        warmup=3, repeats=ctx.pick(2, 10))
+                        warmup=3, repeats=ctx.pick(2, 8))
+            peak = _peak(ctx.device)          # the training steps' peak, before the extra forward below
             saved = saved_activation_bytes(model, x, autocast_dtype=amp)
-        peak = _peak(ctx.device)
         rows.append({"precision": label, "step_ms": t.median_s * 1e3, "images_per_s": t.per_second(batch),
                      "peak_memory_gib": peak / GiB if peak is not None else None,
                      "saved_activations_gib": saved / GiB})
         del model, opt
         free_device_memory(ctx.device)
+        ctx.save({"summary": [f"precisions measured so far: {', '.join(r['precision'] for r in rows)}"],
+                  "rows": rows})
     for r in rows:
         r["speedup_vs_fp32"] = rows[0]["step_ms"] / r["step_ms"]
     n = ctx.pick(128, 8192)
@@ -372,7 +407,7 @@ class _Checkpointed(nn.Module):
         return checkpoint(self.inner, x, use_reentrant=False)
 
 
-@recorder("day13", 15, "ResNet50 at 224 px, batch 64, fp32 weights (default flags): peak memory and step time "
+@recorder("day13", 10, "ResNet50 at 224 px, batch 64, fp32 weights (default flags): peak memory and step time "
                        "with layer3 (conv4_x) or all four stages checkpointed")
 def record_day13(ctx: Context) -> dict:
     size, batch = ctx.pick((32, 1), (224, 64))
@@ -406,7 +441,7 @@ def record_day13(ctx: Context) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------------- 22
-@recorder("day22", 15, "torch.profiler over two ResNet50 training steps (224 px, batch 64, bf16 autocast): "
+@recorder("day22", 12, "torch.profiler over two ResNet50 training steps (224 px, batch 64, bf16 autocast): "
                        "key_averages and a trimmed Chrome trace")
 def record_day22(ctx: Context) -> dict:
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
@@ -454,7 +489,7 @@ def record_day22(ctx: Context) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------------- 27
-@recorder("day27", 10, "a leaking loop (losses kept with their graphs) vs a fixed one, memory_allocated per step, "
+@recorder("day27", 8, "a leaking loop (losses kept with their graphs) vs a fixed one, memory_allocated per step, "
                        "and a trimmed CUDA memory snapshot of three Adam steps")
 def record_day27(ctx: Context) -> dict:
     size, batch = ctx.pick((16, 8), (64, 256))
@@ -517,12 +552,13 @@ def record_day27(ctx: Context) -> dict:
 
 # ------------------------------------------------------------------------------------------------- running order
 # The full-size recorders (Days 14, 24, 25, 30, 32) live in gpu_check.full_scale_recorders; importing it registers
-# them. The kit runs the recorders in this order, the most valuable first, because one device call (the kit's
-# --time-budget) does not hold every part: the full-size rows that the most notebooks show, then the issue-sized
-# gaps, then the small per-day measurements.
+# them. The kit runs the recorders in this order, after the benchmarks and Part A: the cheap per-day measurements
+# first (seconds each, most valuable first), then the ResNet50 runs, the compile-heavy Day 24 last, so that a part
+# that overruns costs the fewest others.
 from gpu_check import full_scale_recorders  # noqa: E402,F401  (registers days 14, 24, 25, 30, 32)
 
-RUN_ORDER = ("day14", "day24", "day25", "day30", "day32", "day09", "day11", "day13", "day08", "day22", "day03",
-             "day02", "day27")
+CHEAP = ("day11", "day09", "day13", "day08", "day22", "day03", "day02", "day27")
+RESNET50 = ("day14", "day25", "day32", "day30", "day24")
+RUN_ORDER = CHEAP + RESNET50
 for _day in sorted(RECORDERS, key=lambda d: RUN_ORDER.index(d) if d in RUN_ORDER else len(RUN_ORDER)):
     RECORDERS[_day] = RECORDERS.pop(_day)
