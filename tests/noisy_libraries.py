@@ -32,7 +32,7 @@ subprocess.Popen.__init__ = _noisy_popen_init
 
 def _patch_torch(torch) -> None:
     import torch.autograd.profiler as autograd_profiler
-    import torch.utils.data._utils.worker as worker
+    import torch.utils.data.dataloader as dataloader
 
     start_trace = autograd_profiler.profile._start_trace
 
@@ -50,13 +50,17 @@ def _patch_torch(torch) -> None:
 
     torch.compile = noisy_compile
 
-    worker_loop = worker._worker_loop
+    # Worker processes inherit descriptor 2, so a line written when the workers start reaches the cell exactly as a
+    # worker's own would (fork, spawn or forkserver alike). Patching the worker function itself would break spawn:
+    # its pickled reference would name a function the child cannot import.
+    iterator = dataloader._MultiProcessingDataLoaderIter
+    start_workers = iterator.__init__
 
-    def noisy_worker_loop(*args, **kwargs):
-        _noise("DataLoader worker started")
-        return worker_loop(*args, **kwargs)
+    def noisy_start_workers(self, *args, **kwargs):
+        _noise("DataLoader workers started")
+        return start_workers(self, *args, **kwargs)
 
-    worker._worker_loop = noisy_worker_loop
+    iterator.__init__ = noisy_start_workers
 
     import torch.distributed as dist
     if dist.is_available():
