@@ -21,8 +21,11 @@ _BY_NAME = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.fl
 
 
 def has_native_bf16(device: torch.device | str) -> bool:
-    """True when ``device`` computes bf16 in hardware: any CPU (autocast supports it; it is fast with AVX512-BF16 or
-    AMX), a CUDA GPU of compute capability >= 8.0, an AMD GPU under ROCm. False for MPS and for older CUDA GPUs."""
+    """True when bf16 is the 16-bit type to train with on ``device``: a CUDA GPU of compute capability >= 8.0 (bf16
+    tensor cores), an AMD GPU under ROCm, and any CPU, because CPU autocast supports bf16 well and fp16 poorly. It
+    says nothing about a CPU's arithmetic units: bf16 is *fast* only on CPUs with AVX512-BF16 or AMX
+    (:func:`cpu_bf16_units`), and slower than fp32 elsewhere. False for MPS and for older CUDA GPUs (a T4 emulates
+    bf16: ``torch.cuda.is_bf16_supported()`` says yes there, ``is_bf16_supported(including_emulation=False)`` no)."""
     dev = torch.device(device)
     if dev.type == "cpu":
         return True
@@ -31,6 +34,18 @@ def has_native_bf16(device: torch.device | str) -> bool:
     if torch.version.hip:
         return True
     return tuple(torch.cuda.get_device_capability(dev)) >= BF16_MIN_CAPABILITY
+
+
+def cpu_bf16_units() -> dict[str, bool]:
+    """Which bf16 instructions this CPU has, as PyTorch detects them: ``"avx512_bf16"`` (bf16 dot products, Intel
+    Cooper Lake and Sapphire Rapids, AMD Zen 4 and newer) and ``"amx_bf16"`` (AMX tile matrix units, Intel Sapphire
+    Rapids and newer). Both ``False`` where this PyTorch cannot tell (a build without the probes, a non-x86 CPU)."""
+    get_capabilities = getattr(torch.cpu, "get_capabilities", None)   # PyTorch 2.8 and newer
+    try:
+        caps = get_capabilities() if get_capabilities is not None else {}
+    except RuntimeError:
+        caps = {}
+    return {"avx512_bf16": bool(caps.get("avx512_bf16", False)), "amx_bf16": bool(caps.get("amx_bf16", False))}
 
 
 def resolve_amp(amp: bool | str | torch.dtype | None, device: torch.device | str) -> torch.dtype | None:

@@ -29,4 +29,12 @@ MUTANTS = [
            why="did not clear the previous step's gradients", caught_by="day11_amp_train_step_tests"),
     Mutant(cell="day11_amp_train_step", find="    model.train()\n", replace="",
            why="left an eval-mode model in eval mode for a training step", caught_by="day11_amp_train_step_tests"),
+    Mutant(cell="day11_amp_train_step", find="    return loss.item(), float(grad_norm)\n",
+           replace="    return (loss * scaler.get_scale()).item(), float(grad_norm)\n",
+           why="returned the scaled loss", caught_by="day11_amp_train_step_tests"),
+    Mutant(cell="day11_amp_train_step",
+           find="    scaler.unscale_(optimizer)\n    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n",
+           replace="    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.unscale_(optimizer)\n",
+           why="unscaled after clipping: the clip compared the scaled gradients with the true threshold",
+           caught_by="day11_amp_train_step_tests"),
 ]

@@ -48,4 +48,6 @@ MUTANTS = [
            replace="        if step_after and divisor == k:\n",
            why="dropped the leftover micro-batches at the end of the epoch",
            caught_by="day12_train_epoch_accumulated_tests"),
+    Mutant(cell="day12_train_epoch_accumulated", find="    model.train()\n", replace="",
+           why="left an eval-mode model in eval mode", caught_by="day12_train_epoch_accumulated_tests"),
 ]
