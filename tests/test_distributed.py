@@ -20,11 +20,11 @@ from torch import nn
 
 import utils.distributed as ud
 from utils.device import DeviceUnavailableError
-from utils.dist_tools import CommCounter, shard_range
+from utils.dist_tools import CommCounter, shard_range, time_to_error, torchfrtrace
 from utils.distributed import (backend_for, cleanup, get_local_rank, get_rank, get_world_size, init_from_env,
                                is_main_process, rendezvous_env, worker_device)
 from utils.launch import run_script_ranks, run_torchrun, torchrun_command
-from utils.processes import DistributedRunError, run_processes, start_method_for
+from utils.processes import DistributedRunError, run_processes, run_script, start_method_for
 
 JOB_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID",
             "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NNODES")
@@ -138,6 +138,18 @@ def test_init_from_env_under_srun_joins_one_nccl_job_on_the_local_gpu(job_env, f
         ["3", "4", "1", "node0", "29555"]
 
 
+def test_demo_world_picks_nccl_gpus_only_with_two_or_more(monkeypatch):
+    assert ud.demo_world(2, gpu_count=0) == (2, "cpu")
+    assert ud.demo_world(2, gpu_count=1) == (2, "cpu"), "one GPU: gloo CPU processes, not NCCL on one card"
+    assert ud.demo_world(2, gpu_count=8) == (2, "auto") and ud.demo_world(4, gpu_count=2) == (2, "auto")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    world, device = ud.demo_world(3)
+    assert (world, device) == (3, "auto") and backend_for(torch.device("cuda", 0)) == "nccl"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert ud.demo_world(3) == (3, "cpu")
+
+
 def test_init_from_env_without_a_launcher_starts_a_one_process_group(job_env):
     device = init_from_env("cpu", timeout_s=10)
     try:
@@ -234,6 +246,26 @@ def test_run_processes_all_reduce_and_identity():
 
 
 @pytest.mark.slow
+def test_worker_stderr_is_kept_per_rank_and_never_reaches_the_caller(capfd):
+    def fn(rank: int, world_size: int):
+        os.write(2, f"C++ log of rank {rank}\n".encode())        # what gloo and other libraries do
+        print(f"python warning of rank {rank}", file=sys.stderr, flush=True)   # warnings, tracebacks
+        if rank == 1:
+            raise ValueError("rank 1 gives up")
+        return rank
+
+    outcomes = run_processes(fn, 2, timeout_s=60, raise_on_error=False)
+    assert capfd.readouterr().err == "", "a worker's stderr reached the caller's descriptor 2"
+    for rank, o in enumerate(outcomes):
+        assert f"C++ log of rank {rank}" in o.stderr and f"python warning of rank {rank}" in o.stderr
+    assert outcomes[0].value == 0 and "rank 1 gives up" in outcomes[1].error.splitlines()[-1]
+    with pytest.raises(DistributedRunError, match=r"its last standard-error lines:\nC\+\+ log of rank 1"):
+        run_processes(fn, 2, timeout_s=60)
+    loud = run_processes(fn, 2, timeout_s=60, raise_on_error=False, keep_stderr=False)
+    assert loud[0].stderr == "" and "C++ log of rank 0" in capfd.readouterr().err
+
+
+@pytest.mark.slow
 def test_after_cuda_init_workers_are_spawned_and_get_notebook_functions_by_value(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)   # as after course_setup on a GPU
     offset = 5.0                                                       # a closure, like a notebook global
@@ -272,6 +304,50 @@ def test_mismatched_collective_raises_in_the_worker_instead_of_hanging():
     rank0, rank1 = info.value.outcomes
     assert "Timed out" in rank0.error and "did not report" not in rank0.error  # the group's timeout, not the kill
     assert rank1.ok
+
+
+def _slow_start_then_skip(rank: int, world_size: int, start_up_s: float) -> dict:
+    time.sleep(start_up_s)              # a slow start-up (imports, data): not part of the time to the error
+    dist.barrier()                      # both ranks are here
+
+    def body():
+        if rank == 0:                   # the classic hang: only rank 0 enters the collective
+            dist.all_reduce(torch.ones(2))
+        time.sleep(0.2)
+        return "finished"
+    return time_to_error(body)
+
+
+@pytest.mark.slow
+def test_time_to_error_starts_at_the_collective_not_at_the_launch():
+    """Day 19's method: a wall clock around the launch (the old method) adds the workers' start-up to the wait for the
+    timeout and can never read below it; time_to_error reads the timeout itself."""
+    timeout, start_up = 1.0, 2.0
+    t0 = time.perf_counter()
+    out = run_processes(_slow_start_then_skip, 2, (start_up,), timeout_s=60, collective_timeout_s=timeout)
+    launch_wall = time.perf_counter() - t0
+    rank0 = out[0]
+    assert rank0["error"] and "Timed out" in rank0["error"], rank0
+    assert timeout <= rank0["seconds"] < timeout + 1.0, rank0["seconds"]
+    assert launch_wall >= timeout + start_up, "the old method's number includes the start-up"
+    assert out[1]["error"] is None and out[1]["seconds"] < timeout
+
+
+@pytest.mark.slow
+def test_a_failed_rank_dumps_a_flight_recorder_torchfrtrace_reads(tmp_path, capfd):
+    def fn(rank: int, world_size: int):
+        def body():
+            dist.all_reduce(torch.ones(4))
+            if rank == 0:
+                dist.all_reduce(torch.ones(4))
+            dist.barrier()
+        return time_to_error(body, dump_dir=tmp_path)
+
+    run_processes(fn, 2, timeout_s=60, collective_timeout_s=1.0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank_0", "rank_1"]
+    report = torchfrtrace(tmp_path)
+    assert "Culprit rank 1" in report and "COLLECTIVE_TYPE_MISMATCH" in report, report
+    assert capfd.readouterr().err == "", "the report comes back as text, nothing goes to stderr"
 
 
 @pytest.mark.slow
@@ -333,6 +409,33 @@ def test_script_ranks_get_torchrun_variables_and_their_own_output(tmp_path):
     failed = run_script_ranks(script, 2, ["1"], timeout_s=60)
     assert failed.returncode == 3 and not failed.ok
     with pytest.raises(RuntimeError, match="rank 1, last stderr lines:\ngiving up"):
+        failed.check()
+
+
+@pytest.mark.slow
+def test_run_script_runs_a_script_as_torchrun_would_in_forked_workers(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text("import os, sys, json, torch\n"
+                      "import torch.distributed as dist\n"
+                      "from utils.distributed import init_from_env, cleanup\n"
+                      "init_from_env('cpu')\n"
+                      "t = torch.tensor([float(dist.get_rank() + 1)])\n"
+                      "dist.all_reduce(t)\n"
+                      "print(json.dumps({'argv': sys.argv[1:], 'rank': os.environ['RANK'], "
+                      "'local': os.environ['LOCAL_RANK'], 'world': os.environ['WORLD_SIZE'], 'sum': t.item(), "
+                      "'flag': os.environ.get('FLAG'), 'cwd': os.getcwd()}))\n"
+                      "if sys.argv[1] == 'fail' and dist.get_rank() == 1:\n"
+                      "    raise ValueError('rank 1 gives up')\n"
+                      "cleanup()\n")
+    res = run_script(script, 2, ["ok", 3], env={"FLAG": "yes"}, cwd=tmp_path, timeout_s=60)
+    assert res.ok, res.rank_stderr
+    out = [json.loads(res.rank_stdout[r].strip().splitlines()[-1]) for r in (0, 1)]
+    assert [(o["rank"], o["local"], o["world"]) for o in out] == [("0", "0", "2"), ("1", "1", "2")]
+    assert all(o["argv"] == ["ok", "3"] and o["sum"] == 3.0 and o["flag"] == "yes" for o in out)
+    assert all(os.path.samefile(o["cwd"], tmp_path) for o in out)
+    failed = run_script(script, 2, ["fail"], timeout_s=60)
+    assert failed.returncode == 1 and not failed.ok and "rank 1 gives up" in failed.rank_stderr[1]
+    with pytest.raises(RuntimeError, match="rank 1"):
         failed.check()
 
 

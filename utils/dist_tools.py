@@ -1,13 +1,22 @@
-"""Teaching tools for data parallelism: count what DDP communicates, and compute which slice a rank owns.
+"""Teaching tools for data parallelism: count what DDP communicates, time a failure, and compute which slice a
+rank owns.
 
 :class:`CommCounter` is a DDP communication hook that counts the gradient all-reduces and their bytes (Day 19's
-``no_sync`` measurement); :func:`shard_range` is the slice of a flat tensor one rank owns under ZeRO/FSDP's
-layout (Day 20).
+``no_sync`` measurement); :func:`time_to_error` times a worker's collectives from their first call to their error
+and can dump the rank's flight recorder (Day 19); :func:`shard_range` is the slice of a flat tensor one rank owns
+under ZeRO/FSDP's layout (Day 20).
 """
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
+import os
+import pickle
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 
 @dataclass
@@ -41,3 +50,59 @@ def shard_range(numel: int, rank: int, world_size: int) -> tuple[int, int]:
     per = -(-numel // world_size)
     start = min(rank * per, numel)
     return start, min(start + per, numel)
+
+
+def dump_flight_recorder(path: str | os.PathLike) -> dict:
+    """Write this process's flight recorder (PyTorch's ring buffer of its last collectives, on by default with 2,000
+    entries) to ``path`` in the pickle format ``torchfrtrace`` reads, and return it as a dict.
+
+    A gloo group's dump in PyTorch 2.14 lists its default group under the name ``""`` in ``pg_config`` while its
+    entries name it ``"0"`` (as NCCL's dumps do), and ``torchfrtrace`` then stops with ``KeyError: ('0', 0)``; the
+    written file uses ``"0"`` for both.
+    """
+    import torch
+
+    dump = pickle.loads(torch._C._distributed_c10d._dump_fr_trace(includeCollectives=True, includeStackTraces=False,
+                                                                   onlyActive=False))
+    groups = {e["process_group"][0]: e["process_group"][1] for e in dump.get("entries", [])}
+    config = dump.get("pg_config", {})
+    if "" in config and len(config) == 1 and set(groups) == {"0"}:
+        dump["pg_config"] = {"0": {**config[""], "name": "0", "desc": groups["0"]}}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_bytes(pickle.dumps(dump))
+    return dump
+
+
+def time_to_error(body: Callable[[], Any], dump_dir: str | os.PathLike | None = None) -> dict:
+    """Run ``body()`` in a distributed worker and time it on this process's clock, from its first line (its first
+    collective call) to its return or its exception: the time the rank waited for an error, without the start-up of
+    the process or the group. Returns ``{"seconds", "value", "error"}`` (``error``: the exception's type and message,
+    or None). With ``dump_dir``, a rank that failed writes its flight recorder to ``<dump_dir>/rank_<rank>``."""
+    import torch.distributed as dist
+
+    start = time.perf_counter()
+    try:
+        value = body()
+    except Exception as err:
+        seconds = time.perf_counter() - start
+        if dump_dir is not None:
+            dump_flight_recorder(Path(dump_dir) / f"rank_{dist.get_rank()}")
+        return {"seconds": seconds, "value": None, "error": f"{type(err).__name__}: {err}"}
+    return {"seconds": time.perf_counter() - start, "value": value, "error": None}
+
+
+def torchfrtrace(dump_dir: str | os.PathLike, *args: str) -> str:
+    """What the ``torchfrtrace <dump_dir> -p rank_`` command reports on the dumps of :func:`dump_flight_recorder`,
+    run in this process (no new interpreter): its log lines and anything it prints, as text."""
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
+        from torch.distributed.flight_recorder.fr_trace import main      # its import logs a warning too
+    log = logging.getLogger("Flight Recorder")
+    handlers, propagate = log.handlers[:], log.propagate
+    log.handlers, log.propagate = [logging.StreamHandler(text)], False
+    try:
+        with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
+            main([str(dump_dir), "-p", "rank_", *args])
+    finally:
+        log.handlers, log.propagate = handlers, propagate
+    return text.getvalue()

@@ -5,7 +5,9 @@ The same worker code runs on a laptop (``gloo`` on the CPU) and on GPU nodes (``
 * :func:`init_from_env` reads the job's variables, picks this rank's device (:func:`worker_device`: ``cuda:LOCAL_RANK``
   on GPUs) and backend (:func:`backend_for`: NCCL for CUDA, gloo for the CPU) and joins the group *with a timeout*;
 * :func:`get_rank`, :func:`get_world_size`, :func:`get_local_rank`, :func:`is_main_process`, :func:`barrier` and
-  :func:`cleanup` do what their names say.
+  :func:`cleanup` do what their names say;
+* :func:`demo_world` picks how a notebook's data-parallel run uses this machine: one process per GPU with NCCL on
+  a node of two or more GPUs, CPU processes with gloo otherwise.
 
 The variables come from ``torchrun`` (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``), from
 the course's launchers (:mod:`utils.launch`, :mod:`utils.processes`), or from SLURM when ``srun`` starts one task per
@@ -94,6 +96,20 @@ def _running() -> bool:
 def backend_for(device: torch.device | str) -> str:
     """The collective backend for a device: ``"nccl"`` for CUDA tensors, ``"gloo"`` for everything else."""
     return "nccl" if torch.device(device).type == "cuda" else "gloo"
+
+
+def demo_world(world_size: int, gpu_count: int | None = None) -> tuple[int, str]:
+    """Processes and device preference for a data-parallel run that should use what this machine has.
+
+    With two or more GPUs: one process per GPU (at most ``world_size``), device ``"auto"``, so each worker drives
+    ``cuda:LOCAL_RANK`` and the group uses NCCL (over NVLink or PCIe: what a benchmark there should measure). With
+    fewer: ``world_size`` CPU processes, device ``"cpu"``, gloo; one GPU cannot host a meaningful NCCL group, and
+    two processes sharing one GPU measure nothing a real job does. ``gpu_count`` defaults to
+    ``torch.cuda.device_count()`` (0 without CUDA). Pass the pair to :func:`utils.processes.run_processes`
+    (``world_size``, ``device=``) or a script's ``--device``.
+    """
+    gpus = (torch.cuda.device_count() if torch.cuda.is_available() else 0) if gpu_count is None else gpu_count
+    return (min(world_size, gpus), "auto") if gpus >= 2 else (world_size, "cpu")
 
 
 def get_rank() -> int:

@@ -5,6 +5,11 @@
 * :func:`run_script_ranks` does by hand what torchrun does: it starts ``world_size`` copies of the script, each
   with ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` in its environment. Cheaper
   (no supervising agent), no restarts.
+* :func:`run_torchrun_nodes` runs a *multi-node* job on this machine: one torchrun agent per "node", all meeting at
+  a c10d rendezvous on 127.0.0.1, as agents on separate nodes meet at node 0's address; with ``max_restarts`` the
+  agents restart the whole worker group after a failure (:func:`attempt_logs` reads every attempt's output).
+  :func:`run_elastic_nodes` runs the same agents on a Python function, forked from this process: no new
+  interpreter imports torch, so a notebook can afford it.
 
 Each rank's stdout and stderr go to **its own files** (torchrun's ``--redirects``), never to one shared pipe where
 lines of different ranks interleave, so the output can be read back and parsed (``LaunchResult.rank_stdout``).
@@ -19,13 +24,18 @@ import signal
 import socket
 import subprocess
 import sys
+import logging
+import multiprocessing as mp
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import psutil
+
+from .stderr_capture import capture_stderr
 
 TERMINATE_GRACE_S = 10.0  # seconds between SIGTERM (torchrun then stops its workers) and SIGKILL
 
@@ -53,6 +63,7 @@ class LaunchResult:
     timed_out: bool
     rank_stdout: dict[int, str] = field(default_factory=dict)
     rank_stderr: dict[int, str] = field(default_factory=dict)
+    pid: int | None = None          # the launcher's process id (torchrun's agent); its workers are its children
 
     @property
     def ok(self) -> bool:
@@ -140,6 +151,20 @@ def _read(path: Path) -> str:
     return path.read_text(errors="replace") if path.is_file() else ""
 
 
+def attempt_logs(log_dir: str | os.PathLike) -> dict[int, dict[int, str]]:
+    """Every local rank's stdout, per attempt, from torchrun's ``<log_dir>/<run id>/attempt_<n>/<rank>/stdout.log``.
+
+    ``n`` is the agent's restart count (``TORCHELASTIC_RESTART_COUNT``). An agent that restarts its workers because
+    another node rejoined (a membership change) does not count a restart, so it writes the same ``attempt_<n>``
+    again: torchrun empties that folder first, and the earlier attempt's output is gone.
+    """
+    logs: dict[int, dict[int, str]] = {}
+    for f in Path(log_dir).glob("*/attempt_*/*/stdout.log"):
+        attempt, rank = int(f.parent.parent.name.split("_")[-1]), int(f.parent.name)
+        logs.setdefault(attempt, {})[rank] = _read(f)
+    return {a: dict(sorted(r.items())) for a, r in sorted(logs.items())}
+
+
 def _torchrun_rank_logs(log_dir: Path) -> tuple[dict[int, str], dict[int, str]]:
     """Each local rank's stdout and stderr from torchrun's ``<log_dir>/<run id>/attempt_<n>/<rank>/`` (last attempt)."""
     latest: dict[int, tuple[int, Path]] = {}
@@ -169,8 +194,9 @@ def run_torchrun(script: str | os.PathLike, nproc_per_node: int = 2, args: Seque
     logs.mkdir(parents=True, exist_ok=True)
     cmd = torchrun_command(script, nproc_per_node, args, extra=[f"--log-dir={logs}", "--redirects=3", *extra])
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_job_env(env, threads_per_process), cwd=cwd, start_new_session=True)
+    with capture_stderr():           # the job's output goes to its own files, never to this process's stderr
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=_job_env(env, threads_per_process), cwd=cwd, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout_s)
         timed_out = False
@@ -208,7 +234,7 @@ def run_script_ranks(script: str | os.PathLike, world_size: int = 2, args: Seque
     for rank in range(world_size):
         folder = logs / str(rank)
         folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / "stdout.log", "w") as out, open(folder / "stderr.log", "w") as err:
+        with open(folder / "stdout.log", "w") as out, open(folder / "stderr.log", "w") as err, capture_stderr():
             procs.append(subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd, start_new_session=True,
                                           env={**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}))
     deadline = time.monotonic() + timeout_s
@@ -229,3 +255,253 @@ def run_script_ranks(script: str | os.PathLike, world_size: int = 2, args: Seque
     if not keep:
         shutil.rmtree(logs, ignore_errors=True)
     return LaunchResult(cmd, returncode, "", "", seconds, timed_out, rank_out, rank_err)
+
+
+# What a torchrun agent logs when it decides something about its workers (with LOGLEVEL=INFO for the "I" lines).
+AGENT_DECISIONS = ("restart_count=", "failed (exitcode", "Worker group FAILED", "will restart worker group",
+                   "closing signal", "successfully finished")
+
+
+def agent_decisions(agent_log: str) -> list[tuple[float, str]]:
+    """The lines of a torchrun agent's log that record a decision, as ``(seconds since midnight, message)``.
+
+    The agent logs ``I1202 04:22:23.800000 <pid> <file>:<line>] <message>`` (local time of day); run it with
+    ``LOGLEVEL=INFO`` to see the rendezvous and restart lines, not only warnings and errors. The ``restart_count=N``
+    line of a completed rendezvous round comes back as ``rendezvous round complete: restart_count=N``.
+    """
+    out = []
+    for line in agent_log.splitlines():
+        head, sep, message = line.partition("] ")
+        parts = head.split()
+        message = message.strip()
+        if not sep or len(parts) < 2 or not any(k in message for k in AGENT_DECISIONS):
+            continue
+        if message.startswith("restart_count="):
+            message = f"rendezvous round complete: {message}"
+        try:
+            h, m, sec = parts[1].split(":")
+            out.append((int(h) * 3600 + int(m) * 60 + float(sec), message))
+        except ValueError:
+            continue
+    return out
+
+
+def torchrun_node_command(script: str, nnodes: int, nproc_per_node: int, args: Sequence[str] = (), *,
+                          endpoint: str, run_id: str, max_restarts: int = 0, hosts_store: bool | None = None,
+                          module: bool = False, python: str | None = None,
+                          extra: Sequence[str] = ()) -> list[str]:
+    """The torchrun command line of one node of a multi-node job (every node runs the same one).
+
+    ``endpoint`` (``host:port``) is where the agents meet: node 0's address on a cluster; the agent on that host
+    runs the rendezvous store (``hosts_store`` says so explicitly instead of letting torchrun compare host names).
+    ``run_id`` names the job: agents with another id never join it. ``module`` runs ``script`` as ``python -m``.
+    """
+    cmd = [python or sys.executable, "-m", "torch.distributed.run", f"--nnodes={int(nnodes)}",
+           f"--nproc-per-node={int(nproc_per_node)}", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}",
+           f"--rdzv-id={run_id}", f"--max-restarts={int(max_restarts)}"]
+    if hosts_store is not None:
+        cmd.append(f"--rdzv-conf=is_host={int(hosts_store)}")
+    cmd += [*extra, *(["-m"] if module else []), str(script), *map(str, args)]
+    return cmd
+
+
+@dataclass
+class NodesResult:
+    """What a multi-node job left behind: one :class:`LaunchResult` per agent (node), in node order, each with the
+    output of its workers' last attempt; ``attempts[node]`` holds every attempt's (see :func:`attempt_logs`)."""
+
+    nodes: list[LaunchResult]
+    attempts: list[dict[int, dict[int, str]]]
+    seconds: float
+    timed_out: bool
+
+    @property
+    def ok(self) -> bool:
+        return not self.timed_out and all(n.ok for n in self.nodes)
+
+    def check(self) -> "NodesResult":
+        """Raise ``RuntimeError`` with each failed node's last lines unless every node succeeded; return self."""
+        errors = []
+        for i, node in enumerate(self.nodes):
+            try:
+                node.check()
+            except RuntimeError as err:
+                errors.append(f"node {i}: {err}")
+        if errors:
+            raise RuntimeError("\n".join(errors))
+        return self
+
+
+def run_torchrun_nodes(script: str | os.PathLike, nnodes: int = 2, nproc_per_node: int = 1,
+                       args: Sequence[str] = (), *, max_restarts: int = 0, module: bool = False,
+                       timeout_s: float = 180.0, env: dict[str, str] | None = None,
+                       threads_per_process: int | None = 1, cwd: str | os.PathLike | None = None,
+                       log_dir: str | os.PathLike | None = None) -> NodesResult:
+    """Run a job of ``nnodes`` "nodes" on this machine: one torchrun agent each, all meeting at 127.0.0.1.
+
+    Each agent is started as it would be on its own node (:func:`torchrun_node_command`, node 0 hosting the
+    rendezvous store), with its own log folder ``<log_dir>/node<i>`` and its own stdout/stderr files. Every process
+    is killed after ``timeout_s`` seconds. The agents' ranks are assigned by the rendezvous, so node ``i`` here is
+    the ``i``-th agent started, not necessarily ``GROUP_RANK`` ``i``.
+    """
+    keep = log_dir is not None
+    logs = Path(log_dir).resolve() if keep else Path(tempfile.mkdtemp(prefix="torchrun_nodes_"))
+    endpoint, run_id = f"127.0.0.1:{free_port()}", f"course-{uuid.uuid4().hex[:8]}"
+    job_env = _job_env(env, threads_per_process)
+    start = time.perf_counter()
+    procs, cmds = [], []
+    for node in range(nnodes):
+        folder = logs / f"node{node}"
+        folder.mkdir(parents=True, exist_ok=True)
+        cmd = torchrun_node_command(str(script), nnodes, nproc_per_node, args, endpoint=endpoint, run_id=run_id,
+                                    max_restarts=max_restarts, hosts_store=node == 0, module=module,
+                                    extra=[f"--log-dir={folder / 'workers'}", "--redirects=3",
+                                           "--local-addr=127.0.0.1"])
+        with open(folder / "agent_stdout.log", "w") as out, open(folder / "agent_stderr.log", "w") as err, \
+                capture_stderr():
+            procs.append(subprocess.Popen(cmd, stdout=out, stderr=err, env=job_env, cwd=cwd,
+                                          start_new_session=True))
+        cmds.append(cmd)
+    deadline = time.monotonic() + timeout_s
+    timed_out = False
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            break
+    if timed_out:
+        _terminate(procs)
+    seconds = time.perf_counter() - start
+    nodes, attempts = [], []
+    for node, (p, cmd) in enumerate(zip(procs, cmds)):
+        folder = logs / f"node{node}"
+        rank_out, rank_err = _torchrun_rank_logs(folder / "workers")
+        nodes.append(LaunchResult(cmd, None if timed_out else p.returncode, _read(folder / "agent_stdout.log"),
+                                  _read(folder / "agent_stderr.log"), seconds, timed_out, rank_out, rank_err, p.pid))
+        attempts.append(attempt_logs(folder / "workers"))
+    if not keep:
+        shutil.rmtree(logs, ignore_errors=True)
+    return NodesResult(nodes, attempts, seconds, timed_out)
+
+
+class _EveryLineFormatter(logging.Formatter):
+    """torchrun's log format (``I1202 04:22:23.800000 <pid> <logger>] <message>``) on every line of a message."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%m%d %H:%M:%S", time.localtime(record.created))
+        prefix = f"{record.levelname[:1]}{stamp}.{int(record.msecs):03d}000 {record.process} {record.name}] "
+        text = record.getMessage() + (("\n" + self.formatException(record.exc_info)) if record.exc_info else "")
+        return "\n".join(prefix + line for line in text.splitlines())
+
+
+def _agent_main(config, fn, args: tuple, log_path: str, env: dict[str, str], threads: int | None) -> None:
+    """One forked torchrun agent: its output goes to ``log_path``; exits 0 when its workers succeeded, else 1."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    os.environ.update(env)
+    if threads is not None:                       # first, before any parallel region: this process is a fork, and
+        import torch                              # OpenMP's thread pool does not survive a fork (run_processes too)
+
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        torch.set_num_threads(threads)           # the forked workers inherit it
+    from torch.distributed.elastic.utils.logging import get_logger
+    from torch.distributed.launcher.api import elastic_launch
+
+    handler = logging.StreamHandler(sys.stderr)  # the agent's loggers, at the level torchrun would use
+    handler.setFormatter(_EveryLineFormatter())
+    level = os.environ.get("LOGLEVEL", "WARNING")
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("torch.distributed.elastic") or name.startswith("torch.distributed.launcher"):
+            log = logging.getLogger(name)
+            log.setLevel(level)
+            log.handlers = [handler]
+            log.propagate = False
+    get_logger()
+    try:
+        elastic_launch(config, fn)(*args)
+    except Exception as err:                      # ChildFailedError: the workers failed more often than allowed
+        print(f"E {type(err).__name__}: {str(err)[:2000]}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    sys.exit(0)
+
+
+def run_elastic_nodes(fn, args: Sequence = (), *, nnodes: int = 2, nproc_per_node: int = 1, max_restarts: int = 0,
+                      timeout_s: float = 180.0, env: dict[str, str] | None = None,
+                      threads_per_process: int | None = 1,
+                      log_dir: str | os.PathLike | None = None) -> NodesResult:
+    """The job of :func:`run_torchrun_nodes`, with the function ``fn(*args)`` as the workers' entry point.
+
+    Each agent is torchrun's own (``torch.distributed.launcher.api.elastic_launch``, which the ``torchrun`` command
+    calls once it has read its arguments: ``torch/distributed/run.py``), with the configuration of
+    :func:`torchrun_node_command`, started by forking this process; the agents fork their workers (``start_method=
+    "fork"``). Nothing imports torch again, so a restart costs a fork, not a Python start-up. ``fn`` must be
+    importable (a module's function) and must not use CUDA if this process has initialised it. Every agent and
+    worker is killed after ``timeout_s``; each agent's log is ``<log_dir>/node<i>/agent_stderr.log``.
+    """
+    import torch
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
+    from torch.distributed.launcher.api import LaunchConfig
+
+    if torch.cuda.is_initialized() or "fork" not in mp.get_all_start_methods():
+        raise RuntimeError("run_elastic_nodes forks its agents, which is unsafe once this process has initialised "
+                           "CUDA (or impossible here): run the job with run_torchrun_nodes, which starts the torchrun "
+                           "command in fresh processes")
+    keep = log_dir is not None
+    logs = Path(log_dir).resolve() if keep else Path(tempfile.mkdtemp(prefix="elastic_nodes_"))
+    endpoint, run_id = f"127.0.0.1:{free_port()}", f"course-{uuid.uuid4().hex[:8]}"
+    agent_env = {k: v for k, v in _job_env(env, threads_per_process).items() if k in (env or {}) or
+                 k in ("OMP_NUM_THREADS", "PYTHONPATH")}
+    ctx = mp.get_context("fork")
+    start = time.perf_counter()
+    procs = []
+    for node in range(nnodes):
+        folder = logs / f"node{node}"
+        folder.mkdir(parents=True, exist_ok=True)
+        config = LaunchConfig(min_nodes=nnodes, max_nodes=nnodes, nproc_per_node=nproc_per_node, run_id=run_id,
+                              rdzv_backend="c10d", rdzv_endpoint=endpoint,
+                              rdzv_configs={"is_host": "1" if node == 0 else "0", "timeout": 900},
+                              max_restarts=max_restarts, start_method="fork", local_addr="127.0.0.1",
+                              logs_specs=DefaultLogsSpecs(log_dir=str(folder / "workers"), redirects=Std.ALL))
+        with capture_stderr():
+            p = ctx.Process(target=_agent_main, args=(config, fn, tuple(args), str(folder / "agent_stderr.log"),
+                                                      agent_env, threads_per_process), daemon=False)
+            p.start()
+        procs.append(p)
+    deadline = time.monotonic() + timeout_s
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
+    timed_out = any(p.is_alive() for p in procs)
+    if timed_out:
+        family = []
+        for p in procs:
+            try:
+                family += psutil.Process(p.pid).children(recursive=True)
+            except psutil.Error:
+                pass
+            p.kill()
+        for child in family:
+            try:
+                child.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(family, timeout=5)
+        for p in procs:
+            p.join(timeout=5)
+    seconds = time.perf_counter() - start
+    command = torchrun_node_command(f"{fn.__module__}.{fn.__qualname__}", nnodes, nproc_per_node, [],
+                                    endpoint=endpoint, run_id=run_id, max_restarts=max_restarts)
+    nodes, attempts = [], []
+    for node, p in enumerate(procs):
+        folder = logs / f"node{node}"
+        rank_out, rank_err = _torchrun_rank_logs(folder / "workers")
+        nodes.append(LaunchResult(command, None if timed_out else p.exitcode, "", _read(folder / "agent_stderr.log"),
+                                  seconds, timed_out, rank_out, rank_err, p.pid))
+        attempts.append(attempt_logs(folder / "workers"))
+    if not keep:
+        shutil.rmtree(logs, ignore_errors=True)
+    return NodesResult(nodes, attempts, seconds, timed_out)
