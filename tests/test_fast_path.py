@@ -83,3 +83,31 @@ def test_apply_on_a_simulated_cuda_device_sets_benchmark_and_tf32(monkeypatch, c
     finally:
         restore_fast_path_flags(before)
     assert fast_path_flags() == before
+
+
+def test_multi_tensor_apply_launches_replays_the_chunking():
+    from utils.fast_path import multi_tensor_apply_launches as launches
+    # Small tensors: the tensor limit decides (110 per launch for one list with CUDA 12, 64 for two, 770 with 13).
+    assert launches([10] * 110, depth=1, cuda_major=12) == 1
+    assert launches([10] * 111, depth=1, cuda_major=12) == 2
+    assert launches([10] * 200, depth=2, cuda_major=12) == 4
+    assert launches([10] * 200, depth=1, cuda_major=13) == 1
+    # One big tensor: the block limit decides (320 chunks of 65,536 elements per launch with CUDA 12).
+    assert launches([320 * 65_536], depth=1, cuda_major=12) == 1
+    assert launches([320 * 65_536 + 1], depth=1, cuda_major=12) == 2
+    # Empty tensors are skipped; no tensors, no launch.
+    assert launches([0, 0], depth=1, cuda_major=12) == 0 and launches([], depth=3, cuda_major=12) == 0
+    with pytest.raises(ValueError):
+        launches([1], depth=6)
+
+
+def test_multi_tensor_apply_launches_for_resnet50_is_a_few_not_one_per_tensor():
+    # 161 tensors, 25.6 M elements: with CUDA 12 limits the tensor and block limits split each op into a few
+    # launches; CUDA 13's larger kernel arguments hold the whole list in one.
+    import torchvision
+    from utils.fast_path import multi_tensor_apply_launches as launches
+    with torch.device("meta"):
+        numels = [p.numel() for p in torchvision.models.resnet50().parameters()]
+    assert len(numels) == 161
+    assert [launches(numels, depth=d, cuda_major=12) for d in (1, 2, 3)] == [3, 3, 4]
+    assert [launches(numels, depth=d, cuda_major=13) for d in (1, 2, 3)] == [1, 1, 1]

@@ -7,9 +7,13 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from utils.profiling import (PROVENANCE_KEYS, format_rows, load_recorded_file, load_recorded_results,
-                             memory_snapshot_summary, profile_records, provenance, recorded_report, trace_events,
-                             trim_chrome_trace, trim_memory_snapshot, write_recorded)
+from torch.autograd import DeviceType
+from torch.autograd.profiler_util import EventList, FunctionEvent
+
+from utils.profiling import (DEVICE_ACTIVITY_CATS, HOST_RANGE_CATS, PROVENANCE_KEYS, device_busy_us,
+                             example_trace_path, format_rows, load_recorded_file, load_recorded_results, load_trace,
+                             memory_snapshot_summary, profile_records, provenance, recorded_report, rows_by_name,
+                             trace_events, trim_chrome_trace, trim_memory_snapshot, write_recorded)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,6 +37,78 @@ def test_profile_records_plain_rows_with_units():
     assert addmm["cpu_total_us"] >= addmm["self_cpu_us"] > 0
     assert addmm["self_device_us"] == 0.0  # CPU-only run
     json.dumps(rows)  # plain data
+
+
+def _cuda_profile_events() -> EventList:
+    """What key_averages() sees on a CUDA run, built from real FunctionEvents: each record_function range (and the
+    ProfilerStep) on the host, and its GPU mirror (device type CUDA, user annotation), which comes later."""
+    def event(i, name, start, end, device=DeviceType.CPU):
+        return FunctionEvent(id=i, name=name, thread=0, start_us=start, end_us=end, device_type=device,
+                             is_user_annotation=True, use_device="cuda", stack=[])
+    events = EventList([event(1, "ProfilerStep#1", 0, 1000), event(2, "data", 10, 310), event(3, "forward", 320, 700),
+                        event(4, "data", 40, 90, DeviceType.CUDA), event(5, "forward", 330, 1900, DeviceType.CUDA),
+                        event(6, "ProfilerStep#1", 40, 1950, DeviceType.CUDA)], use_device="cuda")
+    events._build_tree()
+    return events
+
+
+def test_gpu_mirror_rows_are_kept_apart_by_device():
+    records = profile_records(_cuda_profile_events().key_averages())
+    assert sorted((r["name"], r["device_type"]) for r in records) == [
+        ("ProfilerStep#1", "CPU"), ("ProfilerStep#1", "CUDA"), ("data", "CPU"), ("data", "CUDA"),
+        ("forward", "CPU"), ("forward", "CUDA")]
+    # The old method: a dict keyed by name keeps the mirror (CPU time 0), and Day 22's share divides by zero.
+    naive = {r["name"]: r for r in records}
+    assert naive["ProfilerStep#1"]["cpu_total_us"] == 0
+    host = rows_by_name(records, "CPU")
+    steps_total = sum(r["cpu_total_us"] for n, r in host.items() if n.startswith("ProfilerStep"))
+    assert steps_total == 1000 and host["data"]["cpu_total_us"] / steps_total == 0.3
+    gpu = rows_by_name(records, "CUDA")
+    assert gpu["forward"]["device_total_us"] == 1570 and gpu["forward"]["cpu_total_us"] == 0
+
+
+def test_rows_by_name_refuses_repeated_names():
+    rows = [{"name": "aten::add", "device_type": "CPU"}, {"name": "aten::add", "device_type": "CPU"}]
+    with pytest.raises(ValueError, match="several CPU rows"):
+        rows_by_name(rows)
+    assert rows_by_name([{"name": "x"}]) == {"x": {"name": "x"}}     # rows without device_type are host rows
+
+
+def test_trace_events_keeps_only_the_host_ranges_when_asked():
+    trace = {"traceEvents": [
+        {"ph": "X", "name": "ProfilerStep#1", "ts": 0, "dur": 100, "cat": "user_annotation"},
+        {"ph": "X", "name": "data", "ts": 5, "dur": 20, "cat": "user_annotation"},
+        {"ph": "X", "name": "data", "ts": 30, "dur": 10, "cat": "gpu_user_annotation"},
+        {"ph": "X", "name": "ProfilerStep#1", "ts": 30, "dur": 90, "cat": "gpu_user_annotation"},
+        {"ph": "X", "name": "gemm", "ts": 30, "dur": 50, "cat": "kernel"},
+    ]}
+    both = trace_events(trace, names=["data"], prefixes=["ProfilerStep"])
+    assert len(both) == 4                       # the old method counts every range twice on a GPU run
+    host = trace_events(trace, names=["data"], prefixes=["ProfilerStep"], cats=HOST_RANGE_CATS)
+    assert [(e["name"], e["start_us"]) for e in host] == [("ProfilerStep#1", 0.0), ("data", 5.0)]
+    assert [e["name"] for e in trace_events(trace, cats=DEVICE_ACTIVITY_CATS)] == ["gemm"]
+
+
+def test_device_busy_us_is_a_clipped_union():
+    ev = [{"name": "a", "cat": "kernel", "start_us": 0.0, "dur_us": 40.0},
+          {"name": "b", "cat": "kernel", "start_us": 10.0, "dur_us": 20.0},        # another stream, inside a
+          {"name": "c", "cat": "gpu_memcpy", "start_us": 35.0, "dur_us": 15.0},    # overlaps a's end
+          {"name": "d", "cat": "gpu_user_annotation", "start_us": 0.0, "dur_us": 100.0},
+          {"name": "e", "cat": "kernel", "start_us": 90.0, "dur_us": 30.0}]        # sticks out of the window
+    assert device_busy_us(ev, 0.0, 100.0) == 60.0
+    assert device_busy_us(ev, 20.0, 45.0) == 25.0
+    assert device_busy_us([], 0.0, 10.0) == 0.0
+
+
+def test_the_shipped_example_trace_says_it_is_synthetic_and_has_gpu_work():
+    trace = load_trace(example_trace_path())
+    assert trace["synthetic"] is True and trace["what"].startswith("SYNTHETIC") and trace["source"]
+    events = trace_events(trace)
+    steps = [e for e in events if e["name"].startswith("ProfilerStep") and e["cat"] in HOST_RANGE_CATS]
+    assert len(steps) == 3
+    shares = [device_busy_us(events, s["start_us"], s["start_us"] + s["dur_us"]) / s["dur_us"] for s in steps]
+    assert shares[1] < 0.7 < min(shares[0], shares[2]), shares    # step 2 waits for data
+    assert example_trace_path().stat().st_size < 200_000
 
 
 def test_profile_records_keeps_input_shapes():

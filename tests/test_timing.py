@@ -51,3 +51,42 @@ def test_stopwatch_synchronises_before_and_after_the_interval(monkeypatch):
         events.append(("work", ""))
     assert events == [("sync", "cpu"), ("work", ""), ("sync", "cpu")]
     assert sw.elapsed_s >= 0
+
+
+class _RoundTripDevice:
+    """A simulated asynchronous device: each call queues `work_s` of device time and returns; a synchronisation
+    waits for the queue and then pays a host-device round trip of `round_trip_s`. A fake clock keeps the time."""
+
+    def __init__(self, work_s: float, round_trip_s: float):
+        self.now = self.device_free = 0.0
+        self.work_s, self.round_trip_s = work_s, round_trip_s
+
+    def call(self):
+        self.device_free = max(self.device_free, self.now) + self.work_s
+        self.now += 1e-7                                  # launching costs the host almost nothing
+
+    def sync(self, dev):
+        self.now = max(self.now, self.device_free) + self.round_trip_s
+
+    def clock(self):
+        return self.now
+
+
+def test_time_windows_measures_throughput_where_time_fn_measures_latency(monkeypatch):
+    dev = _RoundTripDevice(work_s=50e-6, round_trip_s=40e-6)       # a 50 us step, a 40 us round trip
+    monkeypatch.setattr(T, "synchronize", dev.sync)
+    monkeypatch.setattr(T.time, "perf_counter", dev.clock)
+    per_step = T.time_fn(dev.call, warmup=2, repeats=10).median_s
+    windowed = T.time_windows(dev.call, warmup=2, windows=5, calls_per_window=100).median_s
+    assert per_step == pytest.approx(90e-6, rel=0.01)              # step + a whole round trip: latency
+    assert windowed == pytest.approx(50e-6 + 40e-6 / 100, rel=0.01)  # the round trip spread over 100 calls
+    assert len(T.time_windows(dev.call, windows=3, calls_per_window=4).times_s) == 3
+
+
+def test_time_windows_validates():
+    with pytest.raises(ValueError):
+        T.time_windows(lambda: None, windows=0)
+    with pytest.raises(ValueError):
+        T.time_windows(lambda: None, calls_per_window=0)
+    with pytest.raises(ValueError):
+        T.time_windows(lambda: None, warmup=-1)

@@ -30,7 +30,8 @@ import torch
 
 from .tf32 import restore_tf32_flags, set_tf32, tf32_flags
 
-__all__ = ["FastPathDecision", "plan_fast_path", "apply_fast_path", "fast_path_flags", "restore_fast_path_flags"]
+__all__ = ["FastPathDecision", "plan_fast_path", "apply_fast_path", "fast_path_flags", "restore_fast_path_flags",
+           "multi_tensor_apply_launches"]
 
 TF32_MIN_CAPABILITY = (8, 0)
 TENSOR_CORE_MIN_CAPABILITY = (7, 0)
@@ -103,6 +104,43 @@ def plan_fast_path(device_type: str, compute_capability: tuple[int, int] | None 
                                           else f"no CUDA host-to-device copy on {device_type}")
     plan["set_to_none"] = FastPathDecision(True, "free gradients instead of writing zeros (default since 2.0)")
     return plan
+
+
+#: ``ATen/native/cuda/MultiTensorApply.cuh``: elements per block ("chunk"), and per launch the most tensors (by the
+#: number of lists an op reads and writes, its "depth", 1 to 5) and blocks; CUDA 13 builds allow larger launches.
+MTA_CHUNK_ELEMENTS = 65_536
+MTA_MAX_TENSORS = {12: (110, 64, 48, 36, 30), 13: (770, 448, 336, 252, 210)}
+MTA_MAX_BLOCKS = {12: 320, 13: 2240}
+
+
+def multi_tensor_apply_launches(numels: list[int], depth: int, cuda_major: int | None = None) -> int:
+    """Kernel launches of one CUDA ``_foreach_*`` (or fused optimizer) call over tensors of ``numels`` elements.
+
+    Replays ``multi_tensor_apply``'s loop: tensors are packed into a launch chunk by chunk (``MTA_CHUNK_ELEMENTS``
+    each) until the launch holds its most tensors (a tensor counts once all its chunks are in) or its most blocks;
+    the rest goes into the next launch. ``depth`` is the number of tensor lists the op touches (``_foreach_mul_(xs,
+    s)``: 1; ``_foreach_add_(xs, ys)``: 2). ``cuda_major`` picks the limits (default: this build's CUDA, else 12).
+    """
+    if not 1 <= depth <= 5:
+        raise ValueError(f"depth is 1 to 5 tensor lists, got {depth}")
+    if cuda_major is None:
+        cuda_major = int(torch.version.cuda.split(".")[0]) if torch.version.cuda else 12
+    limits = 13 if cuda_major >= 13 else 12
+    max_tensors, max_blocks = MTA_MAX_TENSORS[limits][depth - 1], MTA_MAX_BLOCKS[limits]
+    launches = tensors = blocks = 0
+    for numel in numels:
+        if numel == 0:
+            continue
+        tensors += 1
+        chunks = -(-numel // MTA_CHUNK_ELEMENTS)
+        for chunk in range(chunks):
+            blocks += 1
+            last_chunk = chunk == chunks - 1
+            if (tensors == max_tensors and last_chunk) or blocks == max_blocks:
+                launches += 1
+                blocks = 0
+                tensors = 0 if last_chunk else 1
+    return launches + (1 if blocks else 0)
 
 
 def fast_path_flags() -> dict[str, Any]:

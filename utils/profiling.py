@@ -4,6 +4,13 @@ The profiler's own objects (``prof.key_averages()``) are hard to test against an
 functions here turn them into lists of dicts with explicit units (microseconds ``_us``, bytes ``_bytes``), which
 exercises and plots can use deterministically.
 
+With ``ProfilerActivity.CUDA`` every ``record_function`` range (and every ``ProfilerStep#N``) is recorded twice: the
+host's range (device type CPU; ``cat`` ``user_annotation`` in a Chrome trace) and its GPU mirror (device type CUDA;
+``cat`` ``gpu_user_annotation``), which spans the kernels the range launched, on the GPU's timeline.
+``key_averages()`` keeps them apart (its grouping key includes the device type, ``torch/autograd/profiler_util.py``,
+``EventList.key_averages.get_key``), so a name can have two rows: :func:`rows_by_name` picks one device's rows, and
+:func:`trace_events` can keep only some categories (:data:`HOST_RANGE_CATS`, :data:`DEVICE_ACTIVITY_CATS`).
+
 Recorded results from a real GPU live in ``results/<day>/*.json`` (and ``benchmarks/results/*.json``). Every such
 file is one JSON object whose top level carries :func:`provenance`: ``hardware``, ``software``, ``date`` and
 ``source`` (the command that produced it), next to the measurements. :func:`write_recorded` writes that format and
@@ -24,6 +31,13 @@ from .environment import environment_report, hardware_label
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+#: Chrome-trace categories of the host's own ranges (``record_function`` ranges and ``ProfilerStep#N``).
+HOST_RANGE_CATS = ("user_annotation",)
+#: The GPU mirror of those ranges: the span of the kernels each range launched, on the GPU's timeline.
+GPU_RANGE_CATS = ("gpu_user_annotation",)
+#: What a GPU runs: kernels, memory copies (host-device, device-device) and memsets.
+DEVICE_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
 #: Keys every recorded-results JSON file carries at its top level (all non-empty strings; ``date`` is ISO 8601).
 PROVENANCE_KEYS = ("hardware", "software", "date", "source")
 
@@ -39,7 +53,8 @@ def _get(event: Any, *names: str, default: float = 0.0) -> float:
 def profile_records(averages: Iterable[Any]) -> list[dict[str, Any]]:
     """Turn ``prof.key_averages(...)`` (any grouping) into a list of plain dicts, one per row.
 
-    Keys: ``name``, ``calls``, ``self_cpu_us``, ``cpu_total_us``, ``self_device_us``, ``device_total_us``
+    Keys: ``name``, ``device_type`` (``"CPU"`` for host events; ``"CUDA"`` for kernels and for the GPU mirror of a
+    ``record_function`` range, see the module docstring), ``calls``, ``self_cpu_us``, ``cpu_total_us``, ``self_device_us``, ``device_total_us``
     (microseconds, summed over calls; device times are 0 on a CPU-only run), ``self_cpu_memory_bytes``,
     ``self_device_memory_bytes`` (bytes allocated minus freed by the op itself), ``input_shapes`` (a string, empty
     unless ``record_shapes=True`` and grouped by shape) and ``stack`` (a list of frames, empty unless
@@ -49,6 +64,7 @@ def profile_records(averages: Iterable[Any]) -> list[dict[str, Any]]:
     for e in averages:
         rows.append({
             "name": str(e.key),
+            "device_type": str(getattr(e, "device_type", "CPU")).rsplit(".", 1)[-1],
             "calls": int(getattr(e, "count", 0)),
             "self_cpu_us": _get(e, "self_cpu_time_total"),
             "cpu_total_us": _get(e, "cpu_time_total"),
@@ -62,27 +78,58 @@ def profile_records(averages: Iterable[Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def rows_by_name(records: Iterable[dict[str, Any]], device_type: str = "CPU") -> dict[str, dict[str, Any]]:
+    """The rows of :func:`profile_records` recorded on ``device_type`` (``"CPU"``: the host; ``"CUDA"``: the GPU),
+    keyed by name.
+
+    A plain ``{r["name"]: r for r in rows}`` is wrong on a CUDA run: a ``record_function`` range has a host row and
+    a GPU-mirror row with the same name, and whichever comes last wins (the mirror's ``cpu_total_us`` is 0). Raises
+    ``ValueError`` if a name repeats on one device (rows grouped by input shape or stack: key them yourself).
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if r.get("device_type", "CPU") != device_type:
+            continue
+        if r["name"] in out:
+            raise ValueError(f"{r['name']!r} has several {device_type} rows (grouped by shape or stack?): key them by "
+                             "more than the name")
+        out[r["name"]] = r
+    return out
+
+
 def _read_json(path: str | Path) -> Any:
     path = Path(path)
     raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
     return json.loads(raw)
 
 
+def load_trace(path: str | Path) -> dict[str, Any]:
+    """A Chrome trace file (gzip-compressed when it ends in ``.gz``) as its parsed dict: ``traceEvents`` plus
+    whatever top-level keys the writer added (kineto's ``deviceProperties``; ``what``, ``synthetic``, ``trimmed``
+    in the course's shipped and recorded traces)."""
+    data = _read_json(path)
+    return data if isinstance(data, dict) else {"traceEvents": list(data)}
+
+
 def trace_events(trace: str | Path | dict[str, Any], names: Iterable[str] | None = None,
-                 prefixes: Iterable[str] = ()) -> list[dict[str, Any]]:
+                 prefixes: Iterable[str] = (), cats: Iterable[str] | None = None) -> list[dict[str, Any]]:
     """Complete events (``"ph": "X"``) of a Chrome trace, as ``{"name", "start_us", "dur_us", "cat"}`` sorted by start.
 
     ``trace`` is a path to the JSON file ``prof.export_chrome_trace`` wrote (gzip-compressed when it ends in
     ``.gz``), or its parsed dict. Keep only events whose name is in ``names`` or starts with one of ``prefixes``
-    (both empty: keep all). Times in microseconds.
+    (both empty: keep all), and, when ``cats`` is given, whose category is in it (e.g. :data:`HOST_RANGE_CATS`: the
+    host's ranges without their GPU mirrors). Times in microseconds.
     """
     data = _read_json(trace) if isinstance(trace, (str, Path)) else trace
     events = data.get("traceEvents", []) if isinstance(data, dict) else list(data)
     wanted = set(names or ())
     prefixes = tuple(prefixes)
+    wanted_cats = None if cats is None else set(cats)
     out = []
     for ev in events:
         if ev.get("ph") != "X" or "dur" not in ev:
+            continue
+        if wanted_cats is not None and str(ev.get("cat", "")) not in wanted_cats:
             continue
         name = str(ev.get("name", ""))
         if (wanted or prefixes) and name not in wanted and not (prefixes and name.startswith(prefixes)):
@@ -90,6 +137,35 @@ def trace_events(trace: str | Path | dict[str, Any], names: Iterable[str] | None
         out.append({"name": name, "start_us": float(ev["ts"]), "dur_us": float(ev["dur"]),
                     "cat": str(ev.get("cat", ""))})
     return sorted(out, key=lambda e: e["start_us"])
+
+
+def device_busy_us(events: Iterable[dict[str, Any]], start_us: float, end_us: float,
+                   cats: Iterable[str] = DEVICE_ACTIVITY_CATS) -> float:
+    """Microseconds of ``[start_us, end_us]`` during which the device ran anything: the union of the intervals of
+    the events (from :func:`trace_events`) whose ``cat`` is in ``cats``, clipped to the window. Overlapping work
+    (two streams, a copy beside a kernel) counts once, so the result never exceeds the window."""
+    wanted = set(cats)
+    spans = sorted((max(e["start_us"], start_us), min(e["start_us"] + e["dur_us"], end_us))
+                   for e in events if e.get("cat") in wanted)
+    busy, cur_start, cur_end = 0.0, None, None
+    for s, t in spans:
+        if t <= s:
+            continue
+        if cur_end is None or s > cur_end:
+            if cur_end is not None:
+                busy += cur_end - cur_start
+            cur_start, cur_end = s, t
+        else:
+            cur_end = max(cur_end, t)
+    if cur_end is not None:
+        busy += cur_end - cur_start
+    return busy
+
+
+def example_trace_path(name: str = "day22_synthetic_resnet50_step.json.gz") -> Path:
+    """A trace the course ships under ``results/examples/`` for learners without a GPU. The file says what it is
+    (its top-level ``what``, ``synthetic`` and ``source`` keys): read them before you read its numbers."""
+    return REPO_ROOT / "results" / "examples" / name
 
 
 def trim_chrome_trace(trace: dict[str, Any], max_events: int = 20_000) -> dict[str, Any]:

@@ -63,3 +63,37 @@ MUTANTS = [
            why="let StopIteration escape a generator: the loop ends with a RuntimeError instead of ending",
            caught_by="day22_labelled_batches_tests"),
 ]
+
+MUTANTS += [
+    Mutant(cell="day22_gpu_time_breakdown",
+           find='''    compute = covered({"kernel"})
+    busy = covered({"kernel", "gpu_memcpy", "gpu_memset"})''',
+           replace='''    compute = sum(min(e["start_us"] + e["dur_us"], end_us) - max(e["start_us"], start_us)
+                  for e in events if e["cat"] == "kernel" and e["start_us"] < end_us and e["start_us"] + e["dur_us"] > start_us)
+    busy = covered({"kernel", "gpu_memcpy", "gpu_memset"})''',
+           why="summed kernel durations: two kernels running side by side on two streams count twice",
+           caught_by="day22_gpu_time_breakdown_tests"),
+    Mutant(cell="day22_gpu_time_breakdown",
+           find='''        spans = sorted((max(e["start_us"], start_us), min(e["start_us"] + e["dur_us"], end_us))
+                       for e in events if e["cat"] in cats)''',
+           replace='''        spans = sorted((e["start_us"], e["start_us"] + e["dur_us"])
+                       for e in events if e["cat"] in cats and start_us <= e["start_us"] < end_us)''',
+           why="kept whole events that start in the window instead of clipping them to it",
+           caught_by="day22_gpu_time_breakdown_tests"),
+    Mutant(cell="day22_gpu_time_breakdown",
+           find='''    return {"compute_us": compute, "memory_us": busy - compute, "idle_us": (end_us - start_us) - busy}''',
+           replace='''    memory = covered({"gpu_memcpy", "gpu_memset"})
+    return {"compute_us": compute, "memory_us": memory, "idle_us": (end_us - start_us) - compute - memory}''',
+           why="counted a copy's whole time as memory time, also while a kernel ran beside it",
+           caught_by="day22_gpu_time_breakdown_tests"),
+    Mutant(cell="day22_gpu_time_breakdown",
+           find='''    busy = covered({"kernel", "gpu_memcpy", "gpu_memset"})''',
+           replace='''    busy = covered({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})''',
+           why="counted the GPU mirrors of the ranges as GPU work: a step's mirror covers its idle gaps too",
+           caught_by="day22_gpu_time_breakdown_tests"),
+    Mutant(cell="day22_gpu_time_breakdown",
+           find='''        spans = sorted((max(e["start_us"], start_us)''',
+           replace='''        spans = list((max(e["start_us"], start_us)''',
+           why="merged the intervals in the order the trace lists them, without sorting them by start first",
+           caught_by="day22_gpu_time_breakdown_tests"),
+]

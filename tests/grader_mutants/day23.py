@@ -64,3 +64,24 @@ MUTANTS = [
            why="divides by the batch size: the unlabelled samples dilute the mean",
            caught_by="day23_masked_loss_tests"),
 ]
+
+MUTANTS += [
+    Mutant(cell="day23_classify_bottleneck",
+           find='''    causes = {"data": m["data_s"], "sync": m["sync_s"], "host": m["host_s"]}
+    return max(causes, key=causes.get)''',
+           replace='''    return "data" if m["data_s"] >= m["sync_s"] else "sync"''',
+           why="only the two waits: a run whose own host work dominates is called data- or sync-bound",
+           caught_by="day23_classify_bottleneck_tests"),
+    Mutant(cell="day23_classify_bottleneck",
+           find='''    if m["device_s"] / m["step_s"] >= util_threshold:
+        return "compute"''',
+           replace='''    if m["device_s"] / m["step_s"] >= util_threshold and m["sync_s"] < 0.5 * m["step_s"]:
+        return "compute"''',
+           why="reads a long sync wait as the problem although the device was busy during it",
+           caught_by="day23_classify_bottleneck_tests"),
+    Mutant(cell="day23_classify_bottleneck",
+           find='''    causes = {"data": m["data_s"], "sync": m["sync_s"], "host": m["host_s"]}''',
+           replace='''    causes = {"host": m["host_s"], "sync": m["sync_s"], "data": m["data_s"]}''',
+           why="breaks ties in the wrong order (host before data)",
+           caught_by="day23_classify_bottleneck_tests"),
+]
