@@ -39,9 +39,9 @@ def bare_train_one_epoch(model: nn.Module, loader, optimizer, device: torch.devi
     model.train()
     for images, targets in loader:
         images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+        optimizer.zero_grad(set_to_none=True)         # before the forward, as utils.step does
         with autocast_context(device.type, amp_dtype):
             loss = loss_fn(model(images), targets)
-        optimizer.zero_grad(set_to_none=True)
         if scaler is None:
             loss.backward()
             optimizer.step()

@@ -130,3 +130,31 @@ def test_overlap_of_an_async_copy_and_of_a_blocking_one():
     assert serial.together_s == 2.0 and serial.hidden_share == 0.0
     with pytest.raises(ValueError):
         at.measure_overlap(lambda: None, host_work, sync=sync, clock=lambda: gpu.host_now)
+
+
+def test_host_wait_separates_the_wait_for_the_queue_from_the_copy_itself():
+    # Queued device work of 1 s; a copy of 0.2 s. A blocking copy (cudaMemcpyAsync + cudaStreamSynchronize) keeps the
+    # host for the queue and the copy; a non_blocking copy from pageable memory only for its staging; from pinned
+    # memory only for the launch. The old A/B (pageable + blocking against pinned + non_blocking) mixed the first
+    # two effects; host_wait tells them apart.
+    gpu = FakeGPU(work_s=1.0, launch_s=0.001)
+    sync = lambda: setattr(gpu, "host_now", max(gpu.host_now, gpu.queue_ends_at))
+
+    def copy(non_blocking: bool, pinned: bool) -> None:
+        if not non_blocking:                               # the stream synchronisation of a blocking copy
+            sync()
+            gpu.host_now += 0.2
+        elif pinned:                                       # queued: the copy engine does it later
+            gpu.host_now += gpu.launch_s
+            gpu.queue_ends_at = max(gpu.queue_ends_at, gpu.host_now) + 0.2
+        else:                                              # the host stages the bytes, no wait for the queue
+            gpu.host_now += 0.2
+
+    waits = {(nb, pin): at.host_wait(lambda: copy(nb, pin), queue_work=gpu.launch, sync=sync, repeats=3,
+                                     clock=lambda: gpu.host_now)
+             for nb, pin in [(False, False), (True, False), (True, True)]}
+    assert waits[(False, False)] == pytest.approx(1.2, abs=1e-9), "blocking: the queued work, then the copy"
+    assert waits[(True, False)] == pytest.approx(0.2), "non_blocking from pageable memory: the staging only"
+    assert waits[(True, True)] == pytest.approx(0.001), "non_blocking from pinned memory: the launch only"
+    with pytest.raises(ValueError):
+        at.host_wait(lambda: None, queue_work=gpu.launch, sync=sync, repeats=0)

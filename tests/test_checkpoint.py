@@ -99,6 +99,41 @@ def test_crash_while_writing_keeps_the_last_good_checkpoint(tmp_path, monkeypatc
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"], "the temporary file must be cleaned up"
 
 
+def test_file_is_flushed_before_the_rename_and_the_folder_after_it(tmp_path, monkeypatch):
+    """The file's bytes reach the disk before os.replace, and on POSIX the folder (the new name) after it."""
+    import stat
+
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append("fsync folder" if stat.S_ISDIR(os.fstat(fd).st_mode)
+                                                               else "fsync file"), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append("replace"), real_replace(a, b))[1])
+    C.atomic_save({"model": {"v": torch.tensor(1)}}, tmp_path / "ckpt.pt", keep_previous=False)
+    expected = ["fsync file", "replace"] + (["fsync folder"] if os.name == "posix" else [])
+    assert events == expected
+
+
+def test_fsync_directory_is_a_no_op_where_folders_cannot_be_opened(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "name", "nt")
+    assert C.fsync_directory(tmp_path) is False
+
+
+def test_os_replace_refuses_to_cross_file_systems(tmp_path, monkeypatch):
+    """Why the temporary file lives next to the target: across file systems os.replace raises EXDEV (it never
+    copies; shutil.move is what falls back to a copy). Simulated, since the test machine may have one file system."""
+    import errno
+
+    def cross_device(src, dst):
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), str(src), None, str(dst))
+
+    monkeypatch.setattr(os, "replace", cross_device)
+    path = tmp_path / "ckpt.pt"
+    with pytest.raises(OSError) as info:
+        C.atomic_save({"model": {}}, path)
+    assert info.value.errno == errno.EXDEV
+    assert list(tmp_path.iterdir()) == [], "the temporary file is removed when the rename fails"
+
+
 def test_previous_checkpoint_is_kept(tmp_path):
     path = tmp_path / "ckpt.pt"
     C.atomic_save({"model": {"v": torch.tensor(1)}}, path)

@@ -150,6 +150,47 @@ def test_demo_world_picks_nccl_gpus_only_with_two_or_more(monkeypatch):
     assert ud.demo_world(3) == (3, "cpu")
 
 
+class _DDPBefore213:                 # torch 2.11's signature: the switch is broadcast_buffers
+    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True, init_sync=True,
+                 process_group=None, bucket_cap_mb=None, gradient_as_bucket_view=False):
+        self.broadcast_buffers = broadcast_buffers
+
+
+class _DDPFrom213:                   # torch 2.14's: broadcast_buffers deprecated, forward_sync_buffers added
+    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=None, init_sync=True,
+                 process_group=None, bucket_cap_mb=None, gradient_as_bucket_view=False, batched_grad_copy=False,
+                 forward_sync_buffers: bool | None = None):
+        self.forward_sync_buffers = True if forward_sync_buffers is None else forward_sync_buffers
+
+
+def test_ddp_buffer_sync_uses_the_name_the_installed_ddp_takes():
+    assert ud.ddp_buffer_sync_argument(_DDPBefore213) == "broadcast_buffers"
+    assert ud.ddp_buffer_sync_argument(_DDPFrom213) == "forward_sync_buffers"
+    assert ud.ddp_buffer_sync(True, _DDPBefore213) == {"broadcast_buffers": True}
+    assert ud.ddp_buffer_sync(False, _DDPFrom213) == {"forward_sync_buffers": False}
+    for cls in (_DDPBefore213, _DDPFrom213):         # the keyword is accepted, and read back under the same name
+        for enabled in (True, False):
+            ddp = cls(nn.Linear(2, 2), **ud.ddp_buffer_sync(enabled, cls))
+            assert getattr(ddp, ud.ddp_buffer_sync_argument(cls)) is enabled
+
+
+def test_ddp_buffer_sync_builds_the_installed_ddp_without_a_warning(job_env):
+    import warnings
+
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    name = ud.ddp_buffer_sync_argument()
+    assert name in ("broadcast_buffers", "forward_sync_buffers")
+    init_from_env("cpu", timeout_s=10)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")                 # a deprecated name would raise here
+            for enabled in (True, False):
+                ddp = DDP(nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)), **ud.ddp_buffer_sync(enabled))
+                assert getattr(ddp, name) is enabled
+    finally:
+        cleanup()
+
+
 def test_init_from_env_without_a_launcher_starts_a_one_process_group(job_env):
     device = init_from_env("cpu", timeout_s=10)
     try:
@@ -315,7 +356,10 @@ def _slow_start_then_skip(rank: int, world_size: int, start_up_s: float) -> dict
             dist.all_reduce(torch.ones(2))
         time.sleep(0.2)
         return "finished"
-    return time_to_error(body)
+    result = time_to_error(body)
+    if rank == 1:
+        time.sleep(3.0)                 # stay connected past rank 0's timeout: a peer that exits closes the socket, and
+    return result                       # gloo then reports "Connection closed by peer" before the timeout
 
 
 @pytest.mark.slow
@@ -437,6 +481,33 @@ def test_run_script_runs_a_script_as_torchrun_would_in_forked_workers(tmp_path):
     assert failed.returncode == 1 and not failed.ok and "rank 1 gives up" in failed.rank_stderr[1]
     with pytest.raises(RuntimeError, match="rank 1"):
         failed.check()
+
+
+@pytest.mark.slow
+def test_run_torchrun_with_a_forked_agent_runs_the_script_as_torchrun_would(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text("import os, sys, json, torch\n"
+                      "import torch.distributed as dist\n"
+                      "from utils.distributed import init_from_env, cleanup\n"
+                      "init_from_env('cpu')\n"
+                      "t = torch.tensor([float(dist.get_rank() + 1)])\n"
+                      "dist.all_reduce(t)\n"
+                      "print(json.dumps({'argv': sys.argv[1:], 'rank': os.environ['RANK'], 'sum': t.item(), "
+                      "'local': os.environ['LOCAL_RANK'], 'run_id': os.environ.get('TORCHELASTIC_RUN_ID'), "
+                      "'flag': os.environ.get('FLAG'), 'cwd': os.getcwd(), 'parent': os.getppid()}))\n"
+                      "if sys.argv[1] == 'fail' and dist.get_rank() == 1:\n"
+                      "    raise ValueError('rank 1 gives up')\n"
+                      "cleanup()\n")
+    res = run_torchrun(script, 2, ["ok", 3], env={"FLAG": "yes"}, cwd=tmp_path, timeout_s=90, fork=True)
+    assert res.ok, (res.stderr[-2000:], res.rank_stderr)
+    assert res.command[1:4] == ["-m", "torch.distributed.run", "--standalone"] and res.command[-2:] == ["ok", "3"]
+    out = [json.loads(res.rank_stdout[r].strip().splitlines()[-1]) for r in (0, 1)]
+    assert [(o["rank"], o["local"]) for o in out] == [("0", "0"), ("1", "1")]
+    assert all(o["argv"] == ["ok", "3"] and o["sum"] == 3.0 and o["flag"] == "yes" and o["run_id"] for o in out)
+    assert all(os.path.samefile(o["cwd"], tmp_path) for o in out)
+    assert out[0]["parent"] == out[1]["parent"] == res.pid, "the workers are the forked agent's children"
+    failed = run_torchrun(script, 2, ["fail"], timeout_s=90, fork=True)
+    assert not failed.ok and "rank 1 gives up" in failed.rank_stderr[1]
 
 
 def _pid_file_script(tmp_path, pids_dir):

@@ -196,3 +196,16 @@ def test_make_generator_is_independent_of_global_rng():
     g1, g2 = make_generator(5), make_generator(5)
     torch.rand(10)  # consuming the global RNG must not matter
     assert torch.equal(torch.randperm(10, generator=g1), torch.randperm(10, generator=g2))
+
+
+def test_cudnn_version_is_text_also_without_a_gpu(monkeypatch):
+    # Day 01's claim check prints it on a CPU machine with a CUDA wheel: "9.24.0", never the raw integer 92400.
+    from utils.environment import cudnn_version
+
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 92400)
+    assert cudnn_version() == "9.24.0"
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 8500)
+    assert cudnn_version() == "8.5.0"
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: False)
+    assert cudnn_version() is None

@@ -143,3 +143,16 @@ def test_every_alternative_keeps_full_marks(day: str, tmp_path: Path):
                   time.perf_counter() - start)
     assert not failures, "correct answers lose points (change the test or state the requirement):\n" + \
         "\n".join(failures)
+
+
+@pytest.mark.parametrize("day", course_days())
+def test_every_exercise_has_at_least_two_correct_alternatives(day: str):
+    """Fast: each exercise (a code cell the learner writes) keeps MIN_PER_EXERCISE correct answers written another
+    way, so that a test stricter than the exercise's text fails `make test-grader` instead of a learner."""
+    counts = {c.grade_id: 0 for c in day_cells(day) if c.role == "solution" and c.code}
+    for a in load_alternatives(day):
+        if a.cell in counts:
+            counts[a.cell] += 1
+    short = {cell: n for cell, n in counts.items() if n < MIN_PER_EXERCISE}
+    assert not short, (f"tests/grader_alternatives/{day}.py: exercises with fewer than {MIN_PER_EXERCISE} correct "
+                       f"alternatives: {short}")

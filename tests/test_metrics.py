@@ -84,3 +84,29 @@ def test_f1_divides_by_precision_plus_recall_below_one():
     report = classification_report(torch.tensor([[1, 3], [1, 0]]))
     assert abs(report.f1[0].item() - 1 / 3) < 1e-12
     assert report.f1[1].item() == 0.0
+
+
+def test_confusion_matrix_reads_nothing_back():
+    """An evaluation loop may call it every batch: no host read, no data-dependent output size (bincount)."""
+    from utils.sync_ops import count_reads
+
+    preds, targets = _random_preds(c=4)
+    with count_reads() as reads:
+        cm = confusion_matrix(preds, targets, 4)
+    assert reads["n"] == 0, reads["by_method"]
+    np.testing.assert_array_equal(cm.numpy(), sk_confusion(targets, preds, labels=range(4)))
+
+
+def test_confusion_matrix_under_deterministic_algorithms():
+    torch.use_deterministic_algorithms(True)
+    try:
+        cm = confusion_matrix(torch.tensor([1, 0, 1]), torch.tensor([1, 1, 1]), 2)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert cm.tolist() == [[0, 0], [1, 2]]
+
+
+def test_confusion_matrix_rejects_negative_classes_and_mixed_devices():
+    with pytest.raises(ValueError, match="outside"):
+        confusion_matrix(torch.tensor([-1, 0]), torch.tensor([0, 1]), 2)
+    assert confusion_matrix(torch.tensor([], dtype=torch.int64), torch.tensor([], dtype=torch.int64), 3).sum() == 0

@@ -9,8 +9,8 @@ import types
 import pytest
 import torch
 
-from utils.monitoring import (Monitor, NVMLReader, PsutilReader, Sample, make_reader, nvml_available, nvml_uuid,
-                              pci_bus_id)
+from utils.monitoring import (Monitor, NVMLReader, PsutilReader, Sample, UtilisationTrace, device_utilisation,
+                              make_reader, nvml_available, nvml_uuid, pci_bus_id, utilisation_stats)
 
 
 class FakeReader:
@@ -224,3 +224,58 @@ def test_without_cuda_in_torch_nvml_is_not_used(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert not nvml_available()
     assert make_reader("auto").name == "psutil"
+
+
+# ---------------------------------------------------------------------------------------------- MIG slices
+class NVMLNotSupported(Exception):
+    """What pynvml raises for a field this GPU cannot report (NVMLError_NotSupported), e.g. utilisation on MIG."""
+
+
+@pytest.fixture
+def mig_slice(monkeypatch):
+    """One MIG slice: NVML finds it by its MIG- UUID but refuses every utilisation read; memory still reads."""
+    mig = {"uuid": "MIG-33333333-0000-0000-0000-000000000003", "bus_id": "00000000:41:00.0", "util": 0.0, "mem": 5}
+    nv = fake_pynvml([mig])
+
+    def not_supported(handle):
+        raise NVMLNotSupported("Not Supported")
+    nv.nvmlDeviceGetUtilizationRates = not_supported
+    props = [torch_props("MIG-33333333-0000-0000-0000-000000000003", 0x41, "H100 MIG 1g.10gb")]
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props[i])
+    return nv
+
+
+def test_a_mig_slice_gives_no_utilisation_and_the_summary_says_so_instead_of_dividing_by_zero(mig_slice):
+    mon = Monitor(interval_s=0.01, backend="nvml", device="cuda:0")
+    with mon:
+        time.sleep(0.05)
+    assert mon.backend == "nvml" and len(mon.samples) >= 3
+    assert all(s.gpu_util_pct is None for s in mon.samples) and mon.samples[0].gpu_mem_used_bytes == 5
+    trace = device_utilisation(mon)
+    assert trace.label == "GPU-Util" and trace.util_pct == [] and trace.dropped == len(mon.samples) - 1
+    assert utilisation_stats(trace) is None
+    # The method it replaces: the mean of the non-None readings, which divides by zero on a MIG slice.
+    readings = [u for u in mon.as_dict()["gpu_util_pct"][1:] if u is not None]
+    with pytest.raises(ZeroDivisionError):
+        sum(readings) / len(readings)
+
+
+def test_device_utilisation_keeps_time_and_value_together_and_divides_cpu_by_threads():
+    class Psutilish(FakeReader):
+        name = "psutil"
+
+        def read(self) -> dict:
+            self.reads += 1
+            return {"process_cpu_pct": None if self.reads == 3 else 50.0 * self.reads}
+
+    mon = Monitor(interval_s=10.0, reader=Psutilish())
+    mon.samples = [Sample(t_s=t, process_cpu_pct=p) for t, p in [(0.0, 0.0), (1.0, 100.0), (2.0, None), (3.0, 300.0)]]
+    mon._reader = Psutilish()
+    trace = device_utilisation(mon, threads=2)
+    assert trace == UtilisationTrace([1.0, 3.0], [50.0, 150.0], "process CPU % per torch thread", 1)
+    assert utilisation_stats(trace, low_pct=60.0) == (100.0, 0.5)
+    assert device_utilisation(mon, threads=2, skip_first=False).util_pct == [0.0, 50.0, 150.0]

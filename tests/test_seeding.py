@@ -35,3 +35,42 @@ def test_workers_repeat_their_randomness_across_runs_and_differ_from_each_other(
     assert len(by_worker[0]) == len(by_worker[1]) == 4
     for column, source in enumerate(("NumPy", "random", "torch")):
         assert not torch.equal(by_worker[0][:, column], by_worker[1][:, column]), f"workers share a {source} stream"
+
+
+class _PerSampleAugment(Dataset):
+    """A random 'augmentation' drawn from the sample's own generator; ``epoch`` is set before each iterator."""
+
+    def __init__(self):
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return 12
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        from utils.seeding import sample_generator
+
+        return torch.rand((), generator=sample_generator(7, self.epoch, i))
+
+
+def _epoch_draws(dataset, epoch: int, workers: int, skip: int = 0) -> list[float]:
+    dataset.epoch = epoch
+    loader = DataLoader(torch.utils.data.Subset(dataset, range(skip, len(dataset))), batch_size=3,
+                        num_workers=workers)
+    return torch.cat(list(loader)).tolist()
+
+
+def test_per_sample_generators_survive_worker_counts_resumes_and_epochs():
+    ds = _PerSampleAugment()
+    in_process = _epoch_draws(ds, 0, workers=0)
+    assert _epoch_draws(ds, 0, workers=2) == in_process, "the same augmentation with or without workers"
+    assert _epoch_draws(ds, 0, workers=2, skip=5) == in_process[5:], "a resumed epoch continues the same draws"
+    assert _epoch_draws(ds, 1, workers=0) != in_process, "another epoch, other draws"
+
+
+def test_a_fixed_loader_seed_replays_the_worker_stream_every_epoch():
+    """The trap sample_generator avoids: workers seeded from one fixed generator draw the same numbers each epoch."""
+    def epoch_draws():
+        loader = DataLoader(_RandomAugment(), batch_size=2, num_workers=2, generator=make_generator(0))
+        return torch.cat(list(loader))[:, 2]          # torch's stream in each worker
+
+    assert torch.equal(epoch_draws(), epoch_draws())

@@ -57,6 +57,7 @@ def test_compile_asks_for_a_dynamic_batch_in_the_models_own_dtype(monkeypatch):
                            max_batch=256, device="cpu")
     (compiled, kwargs), = fake.compiled
     assert kwargs["ir"] == "dynamo" and kwargs["use_explicit_typing"] is True
+    assert kwargs["disable_tf32"] is True, "an fp32 engine is true fp32 unless TF32 is asked for"
     spec, = kwargs["inputs"]
     assert spec.kwargs == {"min_shape": (1, 3, 8, 8), "opt_shape": (64, 3, 8, 8), "max_shape": (256, 3, 8, 8),
                            "dtype": torch.float16}
@@ -66,6 +67,9 @@ def test_compile_asks_for_a_dynamic_batch_in_the_models_own_dtype(monkeypatch):
     with pytest.raises(ValueError):
         compile_tensorrt(model, sample_shape=(3, 8, 8), dtype=torch.float32, min_batch=8, opt_batch=4,
                          max_batch=16, device="cpu")
+    compile_tensorrt(model, sample_shape=(3, 8, 8), dtype=torch.float32, min_batch=1, opt_batch=4, max_batch=16,
+                     device="cpu", tf32=True)
+    assert fake.compiled[-1][1]["disable_tf32"] is False, "tf32=True leaves TensorRT's TF32 tactics allowed"
 
 
 def test_compare_variants_measures_each_variant_against_one_reference():
@@ -90,3 +94,33 @@ def test_compare_variants_measures_each_variant_against_one_reference():
         compare_variants({}, images, labels[:3], reference, device="cpu", batch=4)
     with pytest.raises(ValueError):
         compare_variants({}, images, labels, reference, device="cpu", batch=41)
+
+
+def test_compare_variants_sets_tf32_per_variant_and_restores_it():
+    """The old method timed "eager fp32" with whatever TF32 switches were set (cuDNN's default: TF32 convolutions):
+    each variant now runs and is timed with the TF32 state it names, and the switches are restored after it."""
+    from utils.tf32 import tf32_flags, tf32_in_use
+
+    seen: dict[str, set] = {}
+
+    def recorder(name):
+        def fn(x):
+            seen.setdefault(name, set()).add(tuple(sorted(tf32_in_use().items())))
+            return x.flatten(1)[:, :3]
+        return fn
+
+    images = torch.randn(8, 3, 2, 2)
+    reference = images.flatten(1)[:, :3]
+    labels = reference.argmax(1)
+    before = tf32_flags()
+    rows = compare_variants({"fp32, TF32 off": (recorder("off"), torch.float32, False),
+                             "TF32": (recorder("on"), torch.float32, True),
+                             "as set": (recorder("as set"), torch.float32)},
+                            images, labels, reference, device="cpu", batch=4, repeats=2)
+    assert seen["off"] == {(("conv", False), ("matmul", False))}, seen["off"]
+    assert seen["on"] == {(("conv", True), ("matmul", True))}, seen["on"]
+    assert seen["as set"] == {tuple(sorted(tf32_in_use().items()))}
+    assert tf32_flags() == before, "every TF32 switch is restored"
+    assert [r["tf32"] for r in rows] == [False, True, None]
+    with pytest.raises(ValueError):
+        compare_variants({"bad": (recorder("x"),)}, images, labels, reference, device="cpu", batch=4)

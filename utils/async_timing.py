@@ -10,6 +10,8 @@ A CUDA call queues work on a stream and returns (Day 03). Three consequences, on
   synchronisation after each burst: the GPU queue never holds more than one burst, so the loop stops on time.
 - :func:`measure_overlap` measures how much of an asynchronous operation (a ``non_blocking`` copy from pinned
   memory) is hidden behind host work started right after it.
+- :func:`host_wait` measures how long a call keeps the host while device work is still queued: a blocking copy
+  (``cudaMemcpyAsync`` + a stream synchronisation) waits for the queue to drain, a ``non_blocking`` one does not.
 
 All times are in seconds.
 """
@@ -24,7 +26,8 @@ import torch
 
 from .device import synchronize
 
-__all__ = ["EventTimer", "cuda_event_timer", "event_times", "LoopStats", "run_for", "Overlap", "measure_overlap"]
+__all__ = ["EventTimer", "cuda_event_timer", "event_times", "LoopStats", "run_for", "Overlap", "measure_overlap",
+           "host_wait"]
 
 
 class EventTimer:
@@ -177,3 +180,26 @@ def measure_overlap(start_async: Callable[[], object], host_work: Callable[[], o
     if min(async_s, host_s) <= 0:
         raise ValueError(f"both operations must take time: async {async_s} s, host {host_s} s")
     return Overlap(async_s, host_s, together_s)
+
+
+def host_wait(call: Callable[[], object], *, queue_work: Callable[[], object], sync: Callable[[], None],
+              repeats: int = 5, clock: Callable[[], float] = time.perf_counter) -> float:
+    """Median seconds that ``call()`` keeps the host right after ``queue_work()`` has queued device work.
+
+    Each repetition starts on an idle device (``sync()``), queues the work, times ``call()`` alone, then waits for
+    everything (``sync()``). A call that synchronises the stream (a blocking copy) returns only after the queued work:
+    about the work's duration plus its own. A call that does not (a ``non_blocking`` copy) returns after its own host
+    cost: a launch from pinned memory, the staging of the bytes from pageable memory. ``clock`` is injectable for
+    tests with a simulated device.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    times = []
+    for _ in range(repeats):
+        sync()
+        queue_work()
+        t0 = clock()
+        call()
+        times.append(clock() - t0)
+        sync()
+    return statistics.median(times)

@@ -1,8 +1,10 @@
 """Checkpoints that survive crashes and resume exactly.
 
 - :func:`atomic_save` writes to a temporary file in the same folder, flushes it to disk, then ``os.replace``\\ s it
-  over the target: a crash at any moment leaves either the old checkpoint or the new one, never half a file.
-  The previous checkpoint is kept as ``<name>.prev`` so a bad new one can be rolled back.
+  over the target and flushes the folder (:func:`fsync_directory`): a crash at any moment leaves either the old
+  checkpoint or the new one, never half a file, and a power cut after it returns cannot undo the rename. Python
+  promises an atomic ``os.replace`` on POSIX only (on Windows it calls ``MoveFileExW``, for which Microsoft
+  documents no atomicity). The previous checkpoint is kept as ``<name>.prev`` so a bad new one can be rolled back.
 - :func:`load_checkpoint` reads with ``torch.load(weights_only=True)``: a checkpoint is a pickle, and unpickling
   arbitrary objects can run arbitrary code, so only tensors and plain containers are rebuilt. Corrupt, unsafe or
   mismatched files become an error that says what is wrong.
@@ -36,10 +38,12 @@ class CheckpointError(RuntimeError):
 
 
 def atomic_save(obj: Any, path: str | os.PathLike, keep_previous: bool = True) -> Path:
-    """``torch.save(obj)`` to ``path`` atomically. Returns the path.
+    """``torch.save(obj)`` to ``path`` atomically and durably. Returns the path.
 
-    The temporary file lives in the destination folder because ``os.replace`` is atomic only within one file
-    system. With ``keep_previous`` the old file is first hard-linked (or copied) to ``<path>.prev``.
+    The temporary file lives in the destination folder because ``os.replace`` works only within one file system
+    (across file systems it raises ``OSError`` with ``errno.EXDEV``; ``shutil.move`` would fall back to a copy, which
+    is not atomic). The file is fsync'ed before the rename, and the folder after it, so that the new name itself
+    reaches the disk. With ``keep_previous`` the old file is first hard-linked (or copied) to ``<path>.prev``.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -56,7 +60,25 @@ def atomic_save(obj: Any, path: str | os.PathLike, keep_previous: bool = True) -
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    fsync_directory(path.parent)
     return path
+
+
+def fsync_directory(folder: str | os.PathLike) -> bool:
+    """Flush a folder's entries to disk, so that a rename into it survives a power cut. Returns whether it could.
+
+    A rename changes the folder, not the file: ``os.fsync`` on the file makes its bytes durable, but the new name
+    is durable only once the folder is flushed too. POSIX systems open a folder read-only for that; Windows cannot
+    open a folder with ``os.open``, so there this does nothing and returns False.
+    """
+    if os.name != "posix":
+        return False
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
 
 
 def _keep_previous(path: Path) -> None:

@@ -7,7 +7,9 @@ The same worker code runs on a laptop (``gloo`` on the CPU) and on GPU nodes (``
 * :func:`get_rank`, :func:`get_world_size`, :func:`get_local_rank`, :func:`is_main_process`, :func:`barrier` and
   :func:`cleanup` do what their names say;
 * :func:`demo_world` picks how a notebook's data-parallel run uses this machine: one process per GPU with NCCL on
-  a node of two or more GPUs, CPU processes with gloo otherwise.
+  a node of two or more GPUs, CPU processes with gloo otherwise;
+* :func:`ddp_buffer_sync` spells DDP's "copy rank 0's buffers at every forward" switch the way the installed PyTorch
+  takes it (``broadcast_buffers`` until 2.12, ``forward_sync_buffers`` from 2.13).
 
 The variables come from ``torchrun`` (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``), from
 the course's launchers (:mod:`utils.launch`, :mod:`utils.processes`), or from SLURM when ``srun`` starts one task per
@@ -18,6 +20,7 @@ from __future__ import annotations
 import atexit
 import datetime
 import gc
+import inspect
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -110,6 +113,26 @@ def demo_world(world_size: int, gpu_count: int | None = None) -> tuple[int, str]
     """
     gpus = (torch.cuda.device_count() if torch.cuda.is_available() else 0) if gpu_count is None else gpu_count
     return (min(world_size, gpus), "auto") if gpus >= 2 else (world_size, "cpu")
+
+
+def ddp_buffer_sync_argument(ddp_class: type | None = None) -> str:
+    """The name of DDP's argument (and attribute) that broadcasts rank 0's buffers at the start of every forward,
+    read from the installed ``DistributedDataParallel.__init__``: ``"forward_sync_buffers"`` from PyTorch 2.13 (the
+    old name still works there, with a ``FutureWarning``), ``"broadcast_buffers"`` before. ``ddp_class`` defaults to
+    ``torch.nn.parallel.DistributedDataParallel``."""
+    if ddp_class is None:
+        from torch.nn.parallel import DistributedDataParallel as ddp_class
+    params = inspect.signature(ddp_class.__init__).parameters
+    return "forward_sync_buffers" if "forward_sync_buffers" in params else "broadcast_buffers"
+
+
+def ddp_buffer_sync(enabled: bool = True, ddp_class: type | None = None) -> dict[str, bool]:
+    """Keyword arguments for ``DDP(model, **ddp_buffer_sync(enabled))``: the per-forward buffer broadcast on or off,
+    under the name this PyTorch takes (:func:`ddp_buffer_sync_argument`), so one call runs on 2.11 and on 2.14
+    without a warning. ``enabled=True`` is DDP's default. With ``enabled=False`` the versions differ at construction:
+    ``broadcast_buffers=False`` also leaves the buffers out of the start-up broadcast, ``forward_sync_buffers=False``
+    still copies them once (``init_sync`` governs that)."""
+    return {ddp_buffer_sync_argument(ddp_class): bool(enabled)}
 
 
 def get_rank() -> int:

@@ -81,13 +81,19 @@ class EnvironmentReport:
         return "\n".join(lines)
 
 
-def _cudnn_version() -> str | None:
+def cudnn_version() -> str | None:
+    """The cuDNN version this PyTorch loads, as text (``"9.24.0"``), or ``None`` when it has none.
+
+    ``torch.backends.cudnn.version()`` returns an integer: cuDNN 9 encodes major * 10000 + minor * 100 + patch
+    (``92400``), cuDNN 8 and older major * 1000 + minor * 100 + patch (``8907``). A CUDA wheel carries its cuDNN
+    even on a machine without a GPU, so this answers there too; :func:`environment_report` shows it only when a GPU
+    is usable.
+    """
     if not torch.backends.cudnn.is_available():
         return None
     v = torch.backends.cudnn.version()
     if v is None:
         return None
-    # 9.x encodes as major*10000 + minor*100 + patch; 8.x as major*1000 + minor*100 + patch.
     major = v // 10000 if v >= 90000 else v // 1000
     rest = v - major * (10000 if v >= 90000 else 1000)
     return f"{major}.{rest // 100}.{rest % 100}"
@@ -149,7 +155,7 @@ def environment_report() -> EnvironmentReport:
         torch=torch.__version__,
         torchvision=tv,
         cuda_build=torch.version.cuda,
-        cudnn=_cudnn_version() if cuda else None,
+        cudnn=cudnn_version() if cuda else None,
         driver=driver_version() if cuda or shutil.which("nvidia-smi") else None,
         cuda_available=cuda,
         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),

@@ -1,7 +1,8 @@
 """Launch a training *script* on several processes of this machine, with a hard time limit.
 
 * :func:`run_torchrun` runs ``python -m torch.distributed.run --standalone`` (what the ``torchrun`` command is),
-  exactly as you would in a terminal.
+  exactly as you would in a terminal; with ``fork=True`` it runs torchrun's own agent forked from this process
+  instead, so that no new interpreter imports torch (seconds of CPU each).
 * :func:`run_script_ranks` does by hand what torchrun does: it starts ``world_size`` copies of the script, each
   with ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` in its environment. Cheaper
   (no supervising agent), no restarts.
@@ -28,6 +29,7 @@ import logging
 import multiprocessing as mp
 import tempfile
 import time
+import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,10 +179,38 @@ def _torchrun_rank_logs(log_dir: Path) -> tuple[dict[int, str], dict[int, str]]:
             {r: _read(latest[r][1] / "stderr.log") for r in ranks})
 
 
+def run_script_main(script: str, args: Sequence[str] = (), cwd: str | None = None) -> None:
+    """A torchrun worker's entry point that does what torchrun does with a script in a new interpreter: run
+    ``script`` as ``__main__`` with ``args`` in ``sys.argv``, its folder first on ``sys.path``, in ``cwd``."""
+    import runpy
+
+    if cwd is not None:
+        os.chdir(cwd)
+    sys.argv = [script, *map(str, args)]
+    sys.path.insert(0, str(Path(script).parent))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exit_:
+        if exit_.code not in (0, None):
+            raise RuntimeError(f"the script exited with code {exit_.code}") from exit_
+    except BaseException:
+        traceback.print_exc()           # into the rank's stderr log, as a script's uncaught error would be
+        raise
+    finally:
+        sys.stdout.flush()
+
+
+def can_fork_agent() -> bool:
+    """True when torchrun's agent can be forked from this process: fork exists and CUDA is not initialised here."""
+    import torch
+
+    return "fork" in mp.get_all_start_methods() and not torch.cuda.is_initialized()
+
+
 def run_torchrun(script: str | os.PathLike, nproc_per_node: int = 2, args: Sequence[str] = (), *,
                  timeout_s: float = 120.0, env: dict[str, str] | None = None, threads_per_process: int | None = 1,
                  cwd: str | os.PathLike | None = None, extra: Sequence[str] = (),
-                 log_dir: str | os.PathLike | None = None) -> LaunchResult:
+                 log_dir: str | os.PathLike | None = None, fork: bool = False) -> LaunchResult:
     """Run ``torchrun --standalone --nproc_per_node=N script args...`` and return its output.
 
     Every process is killed after ``timeout_s`` seconds (``LaunchResult.timed_out`` is then True), so a hung
@@ -188,10 +218,26 @@ def run_torchrun(script: str | os.PathLike, nproc_per_node: int = 2, args: Seque
     ``threads_per_process`` sets ``OMP_NUM_THREADS`` (1 keeps N processes from fighting over a few CPU cores).
     Each rank's output is written under ``log_dir`` (a temporary folder, deleted afterwards, when not given) and
     returned in ``rank_stdout``/``rank_stderr``.
+
+    With ``fork=True`` (and :func:`can_fork_agent`; ``extra`` must be empty), torchrun's own agent runs the job,
+    forked from this process (:func:`run_elastic_nodes` with one node: the same rendezvous, variables and log files
+    as ``--standalone``), and its workers run the script with :func:`run_script_main`: nobody starts a new Python
+    and imports torch again, which costs seconds of CPU per process. ``command`` is still the torchrun command the
+    job stands for; ``stdout``/``stderr`` hold the agent's log. Otherwise the command itself runs.
     """
     keep = log_dir is not None
     logs = Path(log_dir).resolve() if keep else Path(tempfile.mkdtemp(prefix="torchrun_logs_"))
     logs.mkdir(parents=True, exist_ok=True)
+    if fork and not extra and can_fork_agent():
+        job = run_elastic_nodes(run_script_main, (str(Path(script).resolve()), [str(a) for a in args],
+                                                  None if cwd is None else str(cwd)),
+                                nnodes=1, nproc_per_node=nproc_per_node, timeout_s=timeout_s, env=env,
+                                threads_per_process=threads_per_process, log_dir=logs)
+        node = job.nodes[0]
+        if not keep:
+            shutil.rmtree(logs, ignore_errors=True)
+        return LaunchResult(torchrun_command(script, nproc_per_node, args), node.returncode, "", node.stderr,
+                            node.seconds, node.timed_out, node.rank_stdout, node.rank_stderr, node.pid)
     cmd = torchrun_command(script, nproc_per_node, args, extra=[f"--log-dir={logs}", "--redirects=3", *extra])
     start = time.perf_counter()
     with capture_stderr():           # the job's output goes to its own files, never to this process's stderr

@@ -24,8 +24,15 @@ from .device import synchronize
 def confusion_matrix(preds: torch.Tensor, targets: torch.Tensor, num_classes: int) -> torch.Tensor:
     """``num_classes x num_classes`` int64 counts, rows = true class, columns = predicted class.
 
-    One ``bincount`` on the device of the inputs; ``num_classes`` is explicit so that a class that never occurs
-    still has its row and column."""
+    Counted on the device of the inputs without reading anything back, so that an evaluation loop can call it every
+    batch without a host sync on a GPU: each (true, predicted) pair becomes one integer ``true * C + pred``, added
+    into a tensor of fixed length ``C * C`` with ``scatter_add_`` (``torch.bincount`` would read the maximum back
+    to size its output). ``num_classes`` is explicit so that a class that never occurs still has its row and column.
+
+    A class outside ``[0, num_classes - 1]`` raises ``ValueError`` on the CPU; on a CUDA device the same check is a
+    device-side assertion (``torch._assert_async``), reported at the next synchronisation, never a host read. Other
+    devices (MPS) have no such assertion: there the values are not checked.
+    """
     preds = torch.as_tensor(preds).reshape(-1).long()
     targets = torch.as_tensor(targets).reshape(-1).long()
     if preds.shape != targets.shape:
@@ -33,11 +40,25 @@ def confusion_matrix(preds: torch.Tensor, targets: torch.Tensor, num_classes: in
                          f"{targets.numel()}")
     if num_classes < 1:
         raise ValueError(f"num_classes must be >= 1, got {num_classes}")
-    for name, t in (("preds", preds), ("targets", targets)):
-        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= num_classes):
-            raise ValueError(f"{name} holds a class outside [0, {num_classes - 1}]")
+    if preds.device != targets.device:
+        raise ValueError(f"preds are on {preds.device} and targets on {targets.device}: move them to one device")
+    _check_classes(preds, targets, num_classes)
     flat = targets * num_classes + preds
-    return torch.bincount(flat, minlength=num_classes * num_classes).reshape(num_classes, num_classes)
+    counts = torch.zeros(num_classes * num_classes, dtype=torch.int64, device=flat.device)
+    counts.scatter_add_(0, flat, torch.ones_like(flat))
+    return counts.reshape(num_classes, num_classes)
+
+
+def _check_classes(preds: torch.Tensor, targets: torch.Tensor, num_classes: int) -> None:
+    """Every class in range, checked without a host read (see :func:`confusion_matrix`)."""
+    if preds.device.type not in ("cpu", "cuda") or preds.numel() == 0:
+        return
+    inside = ((preds >= 0) & (preds < num_classes) & (targets >= 0) & (targets < num_classes)).all()
+    message = f"preds or targets hold a class outside [0, {num_classes - 1}]"
+    try:
+        torch._assert_async(inside, message)
+    except RuntimeError as e:            # the CPU checks at once; a CUDA device asserts asynchronously
+        raise ValueError(message) from e
 
 
 def _safe_div(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,10 @@ in ``CUDA_VISIBLE_DEVICES`` and, unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` is set,
 UUID (``torch.cuda.get_device_properties(i).uuid``; NVML writes the same UUID with a ``GPU-`` prefix) and, failing
 that, by its PCI bus id; never by index.
 
-Units: seconds, percent (0-100), bytes, degrees Celsius, watts. ``None`` means "not measured by this backend".
+Units: seconds, percent (0-100), bytes, degrees Celsius, watts. ``None`` means "not measured by this backend", or a
+reading the hardware refused: NVML reports no utilisation for MIG slices (``NVMLError_NotSupported``), so there every
+``gpu_util_pct`` is ``None``. :func:`device_utilisation` and :func:`utilisation_stats` summarise the compute device's
+utilisation with that in mind: they leave failed readings out and say when nothing is left.
 """
 from __future__ import annotations
 
@@ -314,3 +317,47 @@ class Monitor:
                 out[f"{name}_mean"] = sum(measured) / len(measured)
                 out[f"{name}_max"] = max(measured)
         return out
+
+
+@dataclass(frozen=True)
+class UtilisationTrace:
+    """The compute device's utilisation during a monitored run, failed readings left out.
+
+    ``t_s``: seconds since the monitor started; ``util_pct``: GPU-Util in % with the NVML backend, else this process's
+    CPU % per torch thread (so that 100 means every thread busy); ``label`` says which; ``dropped``: samples whose
+    reading was missing (``None``), e.g. every sample on a MIG slice, where NVML reports no utilisation.
+    """
+
+    t_s: list[float]
+    util_pct: list[float]
+    label: str
+    dropped: int
+
+
+def device_utilisation(monitor: Monitor, threads: int | None = None, skip_first: bool = True) -> UtilisationTrace:
+    """The utilisation of the device that does the work, from ``monitor``'s samples.
+
+    ``threads``: torch threads to divide the process CPU % by on the psutil backend (default
+    ``torch.get_num_threads()``). ``skip_first`` drops the sample taken at start: psutil's first process reading has
+    no interval behind it, and NVML's predates the work.
+    """
+    cols = monitor.as_dict()
+    start = 1 if skip_first else 0
+    if monitor.backend == "nvml":
+        label, values = "GPU-Util", cols["gpu_util_pct"]
+    else:
+        per = max(1, threads if threads is not None else torch.get_num_threads())
+        label = "process CPU % per torch thread"
+        values = [None if p is None else p / per for p in cols["process_cpu_pct"]]
+    pairs = list(zip(cols["t_s"][start:], values[start:]))
+    kept = [(t, float(u)) for t, u in pairs if u is not None]
+    return UtilisationTrace([t for t, _ in kept], [u for _, u in kept], label, len(pairs) - len(kept))
+
+
+def utilisation_stats(trace: UtilisationTrace, low_pct: float = 20.0) -> tuple[float, float] | None:
+    """``(mean utilisation in %, share of readings below low_pct)`` of ``trace``, or ``None`` when it holds no
+    reading at all (a MIG slice, a run shorter than one interval): a summary of nothing is not 0 %."""
+    if not trace.util_pct:
+        return None
+    n = len(trace.util_pct)
+    return sum(trace.util_pct) / n, sum(u < low_pct for u in trace.util_pct) / n

@@ -44,3 +44,18 @@ def make_generator(seed: int) -> torch.Generator:
     g = torch.Generator()
     g.manual_seed(seed)
     return g
+
+
+def sample_generator(seed: int, epoch: int, index: int) -> torch.Generator:
+    """A CPU generator for the random augmentation of one sample in one epoch, from ``(seed, epoch, index)`` only.
+
+    DataLoader workers seed their global generators with ``base_seed + worker_id`` when an iterator starts, so what
+    a worker draws depends on which worker got the sample and on how many samples it drew before. A checkpoint of
+    the main process's RNG states does not cover it, a fixed loader seed every epoch replays the same stream, and a
+    resumed epoch hands the batches to the workers in another order. Drawing each sample's augmentation from its own
+    generator makes it independent of all of that: the same in every run, with any number of workers, after a
+    resume, and different in every epoch.
+    """
+    g = torch.Generator()
+    g.manual_seed(int(np.random.SeedSequence([seed, epoch, index]).generate_state(1, np.uint64)[0] >> 1))
+    return g

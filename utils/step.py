@@ -1,15 +1,19 @@
 """One training step, the one the course's loop, batch-size search, memory measurement and GPU benchmark all run.
 
-``train_step`` = forward (under autocast only when AMP is on) -> loss -> ``zero_grad(set_to_none=True)`` ->
+``train_step`` = ``zero_grad(set_to_none=True)`` -> forward (under autocast only when AMP is on) -> loss ->
 (scaled) backward -> :func:`optimizer_step` (optional unscale + clip, then ``scaler.step``/``update`` or
 ``optimizer.step``). Gradient accumulation is the same function called with ``step=False`` on all but the last
 micro-batch of a group, ``zero_grad=False`` on all but the first, and ``loss_divisor`` = the group's size.
 
-Why ``zero_grad`` sits between forward and backward: on the CPU, gradients freed before the forward are returned to
-the operating system and re-faulted by backward (about 10 % of a ResNet50 step at 32 px,
-``benchmarks/loop_overhead.py``); freed right before backward, backward reuses their memory. On CUDA the caching
-allocator makes the order irrelevant for speed; it does keep the old gradients alive during the forward, so the
-peak is parameters + gradients + optimizer state + activations, which is what :mod:`utils.memory` predicts.
+Why ``zero_grad`` comes first, before the forward pass: with ``set_to_none=True`` it frees the previous step's
+gradients, so they are gone before the forward pass fills memory with saved activations. Zeroing between forward
+and backward gives the same gradients but keeps the old ones alive through the forward pass, which raises the step's
+peak by up to the gradient bytes (one more copy of the parameters; :class:`utils.memory_timeline.LiveTensorBytes`
+measured 4-7 % of the peak for ResNet50 + Adam at 64 px, Day 08 draws both timelines). On CUDA the caching allocator
+reuses the freed blocks either way, so the placement costs no time there. On a CPU with glibc's allocator, freeing
+large gradient tensors before the forward makes the allocator hand pages back to the operating system and fault
+fresh ones in: measured for a ResNet50 step at 32 px, batch 32, one thread, 6x the minor page faults and 8 % more
+CPU time (system time). GPU memory is what this course optimises, so the placement is the same on every device.
 """
 from __future__ import annotations
 
@@ -84,18 +88,19 @@ def train_step(model: nn.Module, inputs: Any, targets: torch.Tensor, optimizer: 
         max_grad_norm: clip the total gradient norm (after unscaling) when stepping.
         loss_divisor: divide the loss by this before backward (the number of micro-batches in an accumulation
             group), so the accumulated gradient is the mean over the group.
-        zero_grad: ``optimizer.zero_grad(set_to_none=True)`` before this backward (False inside a group).
+        zero_grad: ``optimizer.zero_grad(set_to_none=True)`` before this step's forward pass (False on all but the
+            first micro-batch of an accumulation group).
         step: call :func:`optimizer_step` after the backward (False before a group's last micro-batch).
     """
     if loss_divisor < 1:
         raise ValueError(f"loss_divisor must be >= 1 (micro-batches in the group), got {loss_divisor}")
     loss_fn = loss_fn or nn.functional.cross_entropy
+    if zero_grad:                      # before the forward: the old gradients are freed before activations pile up
+        optimizer.zero_grad(set_to_none=True)
     with autocast_context(_device_type(model, inputs), amp_dtype):
         outputs = model(inputs)
         loss = loss_fn(outputs, targets)
     scaled = loss / loss_divisor if loss_divisor != 1 else loss
-    if zero_grad:
-        optimizer.zero_grad(set_to_none=True)
     (scaler.scale(scaled) if scaler is not None else scaled).backward()
     grad_norm = None
     if step:

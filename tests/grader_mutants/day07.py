@@ -47,18 +47,41 @@ MUTANTS = [
            why="Q11: floating-point arithmetic taken to be random on a CPU",
            caught_by="day07_quiz_q11_tests"),
     Mutant(cell="day07_project",
-           find='final_val_accuracy = float(history.last["val_accuracy"])',
+           find="final_val_accuracy = evaluate(project_model, val_loader, device).accuracy",
            replace='final_val_accuracy = float(history.last["train_accuracy"])',
            why="reported the training accuracy as the validation accuracy",
            caught_by="day07_project_target_tests"),
     Mutant(cell="day07_project",
-           find="history = fit(project_model, train_loader, val_loader, optimizer, device, EPOCHS, progress=False)",
-           replace="history = fit(project_model, train_loader, val_loader, optimizer, device, EPOCHS, progress=False)\n"
-                   "history = fit(project_model, train_loader, val_loader, optimizer, device, 1, progress=False)",
-           why="trained again after the run and kept only the last fit's History (not EPOCHS epochs)",
+           find="final_val_accuracy = evaluate(project_model, val_loader, device).accuracy",
+           replace='final_val_accuracy = max(r["val_accuracy"] for r in history.records) + 0.05',
+           why="reported a number the model does not have (a best epoch, rounded up)",
+           caught_by="day07_project_target_tests"),
+    Mutant(cell="day07_project",
+           find="final_val_accuracy = evaluate(project_model, val_loader, device).accuracy",
+           replace="project_model.train()\n"
+                   "with torch.no_grad():\n"
+                   "    right = sum((project_model(x.to(device)).argmax(1) == y.to(device)).sum().item() for x, y in val_loader)\n"
+                   "final_val_accuracy = right / len(data.val)",
+           why="measured the validation accuracy in training mode (batch statistics; BatchNorm learns from val)",
            caught_by="day07_project_honest_tests"),
     Mutant(cell="day07_project",
-           find="history = fit(project_model, train_loader, val_loader, optimizer, device, EPOCHS, progress=False)",
+           find="update_bn(project_train, project_model, device=device)",
+           replace="update_bn(val_loader, project_model, device=device)",
+           why="re-estimated BatchNorm's statistics on the validation split (no gradient, but a leak all the same)",
+           caught_by="day07_project_honest_tests"),
+    Mutant(cell="day07_project",
+           find="history = fit(project_model, project_train, val_loader, optimizer, device, EPOCHS, progress=False)",
+           replace="history = fit(project_model, project_train, val_loader, optimizer, device, EPOCHS + 1, progress=False)",
+           why="trained a second epoch: over the budget",
+           caught_by="day07_project_target_tests"),
+    Mutant(cell="day07_project",
+           find="history = fit(project_model, project_train, val_loader, optimizer, device, EPOCHS, progress=False)",
+           replace="fit(project_model, project_train, val_loader, optimizer, device, EPOCHS, progress=False, verbose=False)\n"
+                   "history = fit(project_model, project_train, val_loader, optimizer, device, EPOCHS, progress=False)",
+           why="trained again after a first run and kept only the last fit's History: two epochs, over the budget",
+           caught_by="day07_project_target_tests"),
+    Mutant(cell="day07_project",
+           find="history = fit(project_model, project_train, val_loader, optimizer, device, EPOCHS, progress=False)",
            replace="from torch.utils.data import ConcatDataset, DataLoader\n"
                    "train_and_val = DataLoader(ConcatDataset([data.train, data.val]), batch_size=BATCH_SIZE, shuffle=True,\n"
                    "                           generator=torch.Generator().manual_seed(SEED))\n"
@@ -66,23 +89,9 @@ MUTANTS = [
            why="trained on the training and validation splits together (the validation score is no longer a measurement)",
            caught_by="day07_project_honest_tests"),
     Mutant(cell="day07_project",
-           find="history = fit(project_model, train_loader, val_loader, optimizer, device, EPOCHS, progress=False)",
-           replace="history = fit(project_model, train_loader, val_loader, optimizer, device, EPOCHS, progress=False)\n"
+           find="update_bn(project_train, project_model, device=device)",
+           replace="update_bn(project_train, project_model, device=device)\n"
                    "fit(project_model, test_loader, val_loader, optimizer, device, 1, progress=False, verbose=False)",
            why="fine-tuned on the test split after the run",
            caught_by="day07_project_honest_tests"),
-    Mutant(cell="day07_project",
-           find="history = fit(project_model, train_loader, val_loader, optimizer, device, EPOCHS, progress=False)",
-           replace="history = fit(project_model, train_loader, val_loader, optimizer, device, EPOCHS, progress=False,\n"
-                   "              max_steps_per_epoch=len(train_loader) // 2)",
-           why="half epochs to save time: the target is reached, but not by the stated run",
-           caught_by="day07_project_target_tests"),
-    Mutant(cell="day07_project",
-           find="history = fit(project_model, train_loader, val_loader, optimizer, device, EPOCHS, progress=False)",
-           replace="from torch.utils.data import DataLoader\n"
-                   "big_batches = DataLoader(data.train, batch_size=4 * BATCH_SIZE, shuffle=True,\n"
-                   "                         generator=torch.Generator().manual_seed(SEED))\n"
-                   "history = fit(project_model, big_batches, val_loader, optimizer, device, EPOCHS, progress=False)",
-           why="a training loader of its own with four times the batch size (not the stated settings)",
-           caught_by="day07_project_target_tests"),
 ]

@@ -33,6 +33,35 @@ MUTANTS = [
     Mutant(cell="day09_throughput_knee", find="knee = min(b for b, tp in curve.items() if tp >= fraction * best)",
            replace="knee = next(b for b, tp in curve.items() if tp >= fraction * best)",
            why="the first batch size in the given order, not the smallest", caught_by="day09_throughput_knee_tests"),
+    Mutant(cell="day09_throughput_knee",
+           find="""        times = []
+        for _ in range(repeats):
+            sync()
+            start = clock()
+            step()
+            sync()
+            times.append(clock() - start)
+        curve[b] = b / statistics.median(times)""",
+           replace="""        sync()
+        start = clock()
+        for _ in range(repeats):
+            step()
+        sync()
+        curve[b] = b / ((clock() - start) / repeats)""",
+           why="one window of all the timed steps: a mean, which one hiccup moves, instead of the median of repeats "
+               "measurements", caught_by="day09_throughput_knee_tests"),
+    Mutant(cell="day09_throughput_knee", find="""            sync()
+            start = clock()
+            step()
+            sync()
+            times.append(clock() - start)""",
+           replace="""            start = clock()
+            step()
+            sync()
+            times.append(clock() - start)
+            sync()""",
+           why="synced after reading the stop instead of before the start: the first measurement starts while the "
+               "warm-up's work is still queued", caught_by="day09_throughput_knee_tests"),
     Mutant(cell="day09_largest_fitting", find="mid = (lo + hi) // 2", replace="mid = lo + 1",
            why="a linear scan upwards instead of a binary search", caught_by="day09_largest_fitting_tests"),
     Mutant(cell="day09_largest_fitting", find="while hi - lo > 1:", replace="while hi - lo > 2:",
@@ -56,6 +85,13 @@ MUTANTS = [
     Mutant(cell="day09_oom_safe_fits", find="        if on_cuda:\n            torch.cuda.empty_cache()\n",
            replace="        torch.cuda.empty_cache()\n",
            why="called torch.cuda.empty_cache() on every device", caught_by="day09_oom_safe_fits_tests"),
+    Mutant(cell="day09_oom_safe_fits", find="""            if not is_out_of_memory(error):
+                raise
+""", replace="""            if not is_out_of_memory(error):
+                raise
+            oom_safe_fits.log = getattr(oom_safe_fits, "log", []) + [error]   # for the report
+""", why="kept each out-of-memory error for a log: its traceback keeps the failed trial's tensors alive for good",
+           caught_by="day09_oom_safe_fits_tests"),
     Mutant(cell="day09_max_batch_closed_form", find="fixed = param_bytes * (2 + slots)",
            replace="fixed = param_bytes * (1 + slots)",
            why="forgot the gradients", caught_by="day09_max_batch_closed_form_tests"),

@@ -1,4 +1,4 @@
-"""Day 17: plausible wrong answers to shard_indices, average_gradients and the hand-written ring all-reduce."""
+"""Day 17: plausible wrong answers to shard_indices, bucketed average_gradients and the hand-written ring all-reduce."""
 from grader_mutants import Mutant
 
 _RING_START = "    chunks = tensor.view(-1).tensor_split(world_size)      # views into `tensor`\n"
@@ -14,47 +14,84 @@ MUTANTS = [
            why="contiguous blocks instead of DistributedSampler's strided shares",
            caught_by="day17_shard_indices_tests"),
     Mutant(cell="day17_average_gradients",
-           find=("    bucket = torch.cat([grad.reshape(-1) for grad in grads])   # one flat buffer: one collective for all\n"
-                 "    dist.all_reduce(bucket, op=dist.ReduceOp.SUM)\n"
-                 "    bucket.div_(world_size)\n"),
+           find=("    for bucket in buckets:\n"
+                 "        flat = torch.cat([grad.reshape(-1) for grad in bucket])   # one flat buffer: one collective per bucket\n"),
            replace=("    for grad in grads:\n"
                     "        dist.all_reduce(grad, op=dist.ReduceOp.SUM)\n"
                     "        grad.div_(world_size)\n"
-                    "    return None\n"
-                    "    bucket = None\n"),
-           why="one all_reduce per parameter instead of one flat bucket: right values, a collective per tensor",
+                    "    buckets = []\n"
+                    "    for bucket in buckets:\n"
+                    "        flat = torch.cat([grad.reshape(-1) for grad in bucket])\n"),
+           why="one all_reduce per parameter instead of buckets: right values, a collective per tensor",
            caught_by="day17_average_gradients_tests"),
     Mutant(cell="day17_average_gradients",
-           find="    dist.all_reduce(bucket, op=dist.ReduceOp.SUM)\n    bucket.div_(world_size)\n",
-           replace=("    parts = [torch.empty_like(bucket) for _ in range(world_size)]\n"
-                    "    dist.all_gather(parts, bucket)\n"
-                    "    bucket = torch.stack(parts).mean(0)\n"),
+           find="        if current and bucket_cap_bytes is not None and current_bytes + nbytes > bucket_cap_bytes:\n",
+           replace="        if False:\n",
+           why="ignores the cap: one bucket of every gradient, whatever bucket_cap_bytes says",
+           caught_by="day17_average_gradients_tests"),
+    Mutant(cell="day17_average_gradients",
+           find="current_bytes + nbytes > bucket_cap_bytes", replace="current_bytes + nbytes >= bucket_cap_bytes",
+           why="closes a bucket when the next gradient would fill it exactly: one call more than needed",
+           caught_by="day17_average_gradients_tests"),
+    Mutant(cell="day17_average_gradients",
+           find=("        if current and bucket_cap_bytes is not None and current_bytes + nbytes > bucket_cap_bytes:\n"
+                 "            buckets.append(current)\n"
+                 "            current, current_bytes = [], 0\n"
+                 "        current.append(grad)\n"
+                 "        current_bytes += nbytes\n"),
+           replace=("        current.append(grad)\n"
+                    "        current_bytes += nbytes\n"
+                    "        if bucket_cap_bytes is not None and current_bytes > bucket_cap_bytes:\n"
+                    "            buckets.append(current)\n"
+                    "            current, current_bytes = [], 0\n"),
+           why="adds the gradient first and closes the bucket after it overflows: buckets above the cap",
+           caught_by="day17_average_gradients_tests"),
+    Mutant(cell="day17_average_gradients",
+           find="            buckets.append(current)\n            current, current_bytes = [], 0\n",
+           replace="            buckets.append(current)\n            current = []\n",
+           why="forgets to reset the byte count of a new bucket: every later gradient opens a bucket of its own",
+           caught_by="day17_average_gradients_tests"),
+    Mutant(cell="day17_average_gradients",
+           find="    for bucket in buckets:\n",
+           replace="    if world_size == 1:\n        return None\n    for bucket in buckets:\n",
+           why="skips the collectives in a group of one (the text asks for them: the calls are counted there)",
+           caught_by="day17_average_gradients_tests"),
+    Mutant(cell="day17_average_gradients",
+           find="        dist.all_reduce(flat, op=dist.ReduceOp.SUM)\n        flat.div_(world_size)\n",
+           replace=("        parts = [torch.empty_like(flat) for _ in range(world_size)]\n"
+                    "        dist.all_gather(parts, flat)\n"
+                    "        flat = torch.stack(parts).mean(0)\n"),
            why="averages with all_gather and a mean: right values, but W x the memory and bytes of an all_reduce",
            caught_by="day17_average_gradients_tests"),
     Mutant(cell="day17_average_gradients",
-           find="    dist.all_reduce(bucket, op=dist.ReduceOp.SUM)\n    bucket.div_(world_size)\n",
-           replace=("    dist.reduce(bucket, dst=0, op=dist.ReduceOp.SUM)\n"
-                    "    bucket.div_(world_size)\n"
-                    "    dist.broadcast(bucket, src=0)\n"),
+           find="        dist.all_reduce(flat, op=dist.ReduceOp.SUM)\n        flat.div_(world_size)\n",
+           replace=("        dist.reduce(flat, dst=0, op=dist.ReduceOp.SUM)\n"
+                    "        flat.div_(world_size)\n"
+                    "        dist.broadcast(flat, src=0)\n"),
            why="reduce to rank 0 then broadcast: right values, two collectives (and rank 0 a bottleneck)",
            caught_by="day17_average_gradients_tests"),
     Mutant(cell="day17_average_gradients",
-           find="    bucket = torch.cat([grad.reshape(-1) for grad in grads])",
-           replace=("    bucket = torch.cat([param.grad.reshape(-1) if param.grad is not None\n"
-                    "                        else torch.zeros(param.numel()) for param in model.parameters()])"),
-           why="puts zeros for the parameters without a gradient into the bucket: more bytes than the gradients",
+           find="    grads = [param.grad for param in model.parameters() if param.grad is not None]",
+           replace=("    grads = [param.grad if param.grad is not None else torch.zeros_like(param)\n"
+                    "             for param in model.parameters()]"),
+           why="puts zeros for the parameters without a gradient into the buckets: more bytes than the gradients",
            caught_by="day17_average_gradients_tests"),
     Mutant(cell="day17_average_gradients",
-           find="    bucket.div_(world_size)\n", replace="    bucket.div(world_size)\n",
-           why="divides a copy (bucket.div instead of div_): the gradients keep the sum",
+           find="torch.cat([grad.reshape(-1) for grad in bucket])",
+           replace="torch.cat([grad.reshape(-1).double() for grad in bucket])",
+           why="all-reduces the buckets in float64: right values, twice the bytes of the float32 gradients",
            caught_by="day17_average_gradients_tests"),
     Mutant(cell="day17_average_gradients",
-           find="bucket.div_(world_size)", replace="bucket.div_(2)",
+           find="        flat.div_(world_size)\n", replace="        flat.div(world_size)\n",
+           why="divides a copy (flat.div instead of div_): the gradients keep the sum",
+           caught_by="day17_average_gradients_tests"),
+    Mutant(cell="day17_average_gradients",
+           find="flat.div_(world_size)", replace="flat.div_(2)",
            why="divides by a hard-coded 2 instead of the process group's world size",
            caught_by="day17_average_gradients_tests"),
     Mutant(cell="day17_average_gradients",
-           find="        grad.copy_(bucket[offset:offset + grad.numel()].view_as(grad))\n",
-           replace="        grad = bucket[offset:offset + grad.numel()].view_as(grad)\n",
+           find="            grad.copy_(flat[offset:offset + grad.numel()].view_as(grad))\n",
+           replace="            grad = flat[offset:offset + grad.numel()].view_as(grad)\n",
            why="rebinds a local name to the averaged slice instead of copying it into .grad: the gradients never change",
            caught_by="day17_average_gradients_tests"),
     Mutant(cell="day17_ring_all_reduce",

@@ -27,7 +27,8 @@ MUTANTS = [
            caught_by="day26_train_step_tests"),
     Mutant(cell="day26_atomic_save",
            find='suffix=".tmp", dir=path.parent)', replace='suffix=".tmp")',
-           why="wrote the temporary file to the system's temp folder: os.replace is not atomic across file systems",
+           why="wrote the temporary file to the system's temp folder: os.replace fails (EXDEV) when that is another "
+               "file system, and is never the same-folder rename the recipe needs",
            caught_by="day26_atomic_save_tests"),
     Mutant(cell="day26_atomic_save",
            find="        Path(tmp_name).unlink(missing_ok=True)\n", replace="",
@@ -60,7 +61,7 @@ MUTANTS = [
            why="restarted the interrupted epoch from its first batch",
            caught_by="day26_resumable_script_tests"),
     Mutant(cell="day26_resumable_script",
-           find="sampler=sampler,\n                            generator=torch.Generator().manual_seed(SEED))",
+           find="sampler=sampler,\n                            generator=torch.Generator().manual_seed(SEED + epoch))",
            replace="sampler=sampler)",
            why="a DataLoader without its own generator: creating the iterator after a resume draws from the global RNG",
            caught_by="day26_resumable_script_tests"),
@@ -74,5 +75,49 @@ MUTANTS = [
     Mutant(cell="day26_resumable_script",
            find="            if step % args.save_every == 0:\n", replace="            if False:\n",
            why="saved only the final state: a killed run starts again from scratch",
+           caught_by="day26_resumable_script_tests"),
+    Mutant(cell="day26_atomic_save",
+           find='''    if os.name == "posix":                   # the rename is an entry in the folder: flush the folder too
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+''', replace="",
+           why="never flushed the folder: a power cut after the rename can bring the old checkpoint back",
+           caught_by="day26_atomic_save_tests"),
+    Mutant(cell="day26_atomic_save",
+           find="        os.replace(tmp_name, path)\n"
+                "    except BaseException:\n"
+                "        Path(tmp_name).unlink(missing_ok=True)\n"
+                "        raise\n"
+                '    if os.name == "posix":                   # the rename is an entry in the folder: flush the folder too\n'
+                "        folder = os.open(path.parent, os.O_RDONLY)\n"
+                "        try:\n"
+                "            os.fsync(folder)\n"
+                "        finally:\n"
+                "            os.close(folder)\n",
+           replace="        folder = os.open(path.parent, os.O_RDONLY)\n"
+                   "        os.fsync(folder)\n"
+                   "        os.close(folder)\n"
+                   "        os.replace(tmp_name, path)\n"
+                   "    except BaseException:\n"
+                   "        Path(tmp_name).unlink(missing_ok=True)\n"
+                   "        raise\n",
+           why="flushed the folder before the rename (and not after): the new name is still only in memory",
+           caught_by="day26_atomic_save_tests"),
+    Mutant(cell="day26_resumable_script",
+           find='        step, epoch, consumed = pos["step"], pos["epoch"], pos["samples_in_epoch"]\n',
+           replace='        step = pos["step"]\n'
+                   '        steps_per_epoch = len(dataset) // BATCH_SIZE\n'
+                   '        epoch, consumed = step // steps_per_epoch, step % steps_per_epoch * BATCH_SIZE\n',
+           why="recomputed the data position from the step with len // BATCH_SIZE steps per epoch: wrong after an epoch "
+               "whose last batch is short (the colleague's fourth bug)",
+           caught_by="day26_resumable_script_tests"),
+    Mutant(cell="day26_resumable_script",
+           find="        else:\n            epoch, consumed = epoch + 1, 0\n",
+           replace="        else:\n            epoch, consumed = divmod(step * BATCH_SIZE, len(dataset))\n",
+           why="starts each new epoch where step * BATCH_SIZE falls, skipping samples after the short last batch: "
+               "consistent in every run, so only a run of the rules catches it",
            caught_by="day26_resumable_script_tests"),
 ]

@@ -60,23 +60,41 @@ MUTANTS = [
            why="reads the loss back with .item() on every batch",
            caught_by="day28_evaluate_tests"),
     Mutant(cell="day28_evaluate",
-           find="cm += torch.bincount(labels * num_classes + logits.argmax(dim=1), minlength=num_classes ** 2)",
-           replace="cm += torch.bincount(labels * num_classes + logits.argmax(dim=1), minlength=num_classes ** 2).cpu()",
-           why="copies each batch's counts to the CPU inside the loop",
+           find="                cm.scatter_add_(0, pairs, torch.ones_like(pairs))    # a fixed size: nothing is read back\n",
+           replace="                cm = cm.cpu()\n"
+                   "                cm.scatter_add_(0, pairs.cpu(), torch.ones_like(pairs.cpu()))\n",
+           why="copies the counts to the CPU inside the loop",
            caught_by="day28_evaluate_tests"),
     Mutant(cell="day28_evaluate",
-           find="labels * num_classes + logits.argmax(dim=1)", replace="logits.argmax(dim=1) * num_classes + labels",
+           find="                cm.scatter_add_(0, pairs, torch.ones_like(pairs))    # a fixed size: nothing is read back\n",
+           replace="                cm += torch.bincount(pairs, minlength=num_classes ** 2)\n",
+           why="counts each batch with torch.bincount: its output size comes from the data's maximum, read back to "
+               "the host on every batch",
+           caught_by="day28_evaluate_tests"),
+    Mutant(cell="day28_evaluate",
+           find="                cm.scatter_add_(0, pairs, torch.ones_like(pairs))    # a fixed size: nothing is read back\n",
+           replace="                if seen == 0:\n"
+                   "                    from torchmetrics.classification import MulticlassConfusionMatrix\n"
+                   "                    confmat = MulticlassConfusionMatrix(num_classes).to(device)\n"
+                   "                confmat.update(logits.argmax(dim=1), labels)\n"
+                   "                cm = confmat.confmat.reshape(-1)\n",
+           why="accumulates with a torchmetrics confusion matrix, whose update() calls bincount and unique on every "
+               "batch",
+           caught_by="day28_evaluate_tests"),
+    Mutant(cell="day28_evaluate",
+           find="pairs = labels * num_classes + logits.argmax(dim=1)",
+           replace="pairs = logits.argmax(dim=1) * num_classes + labels",
            why="rows are the predictions: the matrix is transposed",
            caught_by="day28_evaluate_tests"),
     Mutant(cell="day28_evaluate",
            find='loss_sum += F.cross_entropy(logits.float(), labels, reduction="sum")\n'
-                '                cm += torch.bincount(labels * num_classes + logits.argmax(dim=1), '
-                'minlength=num_classes ** 2)\n'
-                '                seen += len(labels)',
+                "                pairs = labels * num_classes + logits.argmax(dim=1)\n"
+                "                cm.scatter_add_(0, pairs, torch.ones_like(pairs))    # a fixed size: nothing is read back\n"
+                "                seen += len(labels)",
            replace='loss_sum += F.cross_entropy(logits.float(), labels)\n'
-                   '                cm += torch.bincount(labels * num_classes + logits.argmax(dim=1), '
-                   'minlength=num_classes ** 2)\n'
-                   '                seen += 1',
+                   "                pairs = labels * num_classes + logits.argmax(dim=1)\n"
+                   "                cm.scatter_add_(0, pairs, torch.ones_like(pairs))\n"
+                   "                seen += 1",
            why="mean of the batch means: a smaller last batch weighs as much as a full one",
            caught_by="day28_evaluate_tests"),
     Mutant(cell="day28_evaluate",
