@@ -116,3 +116,24 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for r in rows:
         tr.write_line(f"{r['kind']:<12} {r['name']:<48} {r['seconds']:>8.1f}")
     tr.write_line(f"total {sum(r['seconds'] for r in rows):.1f} s over {len(rows)} runs; written to {out}")
+
+
+# The suite's longest tests, longest first (from the per-test CPU list at the end of a run). Started first, they run
+# side by side with the many short tests instead of leaving one worker alone at the end of the run.
+LONGEST_FIRST = (
+    "test_class_grading.py::",
+    "test_exchange.py::",
+    "test_learner_path.py::",
+    "test_instructor.py::test_guide_grading_workflow",
+    "test_elastic_restart.py::",
+    "test_grading.py::test_round_trip",
+    "test_grader_mutants.py::test_hidden_tests_catch_every_mutant",
+    "test_gpu_check.py::test_dry_run",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        return next((k for k, key in enumerate(LONGEST_FIRST) if key in item.nodeid), len(LONGEST_FIRST))
+
+    items.sort(key=rank)      # stable: the order inside each group is kept

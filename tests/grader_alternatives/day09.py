@@ -122,6 +122,13 @@ def oom_safe_fits(attempt, device):
         return False
     return fits
 '''),
+    Alternative(
+        cell="day09_oom_safe_fits",
+        find="        if on_cuda:\n            torch.cuda.empty_cache()",
+        replace="        if on_cuda and torch.cuda.is_available():     # also guards a CPU-only build\n"
+                "            torch.cuda.empty_cache()",
+        why="guards empty_cache with torch.cuda.is_available() as well as the device, as much real code does",
+    ),
     # ------------------------------------------------------------------ Exercise 4 · max_batch_closed_form
     Alternative(
         cell="day09_max_batch_closed_form",
