@@ -553,3 +553,21 @@ def test_torchrun_timeout_kills_torchrun_and_its_workers(tmp_path):
     assert {r: out.strip() for r, out in res.rank_stdout.items()} == {0: "rank 0 started", 1: "rank 1 started"}
     with pytest.raises(RuntimeError, match="timed out"):
         res.check()
+
+
+def test_torchfrtrace_explains_an_older_version_that_reads_only_nccl_dumps(tmp_path, monkeypatch):
+    """torch 2.11's fr_trace asserts that every entry comes from NCCL or XCCL: a gloo dump must give a sentence that
+    says so, not an AssertionError in the learner's cell; any other assertion still raises."""
+    import torch.distributed.flight_recorder.fr_trace as fr_trace
+
+    def old_main(argv):
+        raise AssertionError("name formatting error? gloo != 'nccl' or 'xccl'")
+    monkeypatch.setattr(fr_trace, "main", old_main)
+    report = torchfrtrace(tmp_path)
+    assert "reads only NCCL and XCCL dumps" in report and "gloo" in report
+
+    def broken_main(argv):
+        raise AssertionError("something else")
+    monkeypatch.setattr(fr_trace, "main", broken_main)
+    with pytest.raises(AssertionError, match="something else"):
+        torchfrtrace(tmp_path)

@@ -154,8 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['notebook']:<62} {r['status']:<8} {r['seconds']:>7.1f}" + (f"  {r['error'][:160]}"
                                                                               if r.get("error") else ""))
     passed = sum(r["status"] == "pass" for r in rows)
+    dry = summary["steps"].get("dry_run")
     print(f"{passed} of {len(rows)} notebooks passed; dry run "
-          + ("passed" if summary["steps"].get("dry_run", {}).get("rc", 0) == 0 else "FAILED"))
+          + ("skipped" if dry is None else "passed" if dry["rc"] == 0 else "FAILED"))
     if args.write_order and rows:
         ORDER_FILE.write_text(json.dumps({
             "what": "seconds of each notebook at SMOKE=True, DEVICE=\"cpu\" under the GPU machine's software (the "
