@@ -75,7 +75,7 @@ update:
 ## edit loop; `make test-grader DAY=NN` grades all of that day's wrong and correct answers).
 test: setup
 	$(if $(DAY_ID),$(CHECK_DAY))
-	GRADER_MUTANTS=1 GRADER_ALTERNATIVES=first $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 900 \
+	GRADER_MUTANTS=1 GRADER_ALTERNATIVES=first $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal --timeout 900 \
 		$(if $(DAY_ID),-k "$(DAY_ID)" $(DAY_TESTS))
 
 ## Grading both ways, in full: every plausible wrong answer in tests/grader_mutants/ must lose points and every
@@ -83,7 +83,7 @@ test: setup
 ## an exercise or its tests (CI runs `make test`, which grades the first of each).
 test-grader: setup
 	$(if $(DAY_ID),$(CHECK_DAY))
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --timeout 1800 tests/test_grader_mutants.py \
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal --timeout 1800 tests/test_grader_mutants.py \
 		tests/test_grader_alternatives.py $(if $(DAY_ID),-k "$(DAY_ID)")
 
 ## Unit tests only: no notebook, nbgrader, benchmark, subprocess or multi-process test (see the markers in

@@ -118,8 +118,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr.write_line(f"total {sum(r['seconds'] for r in rows):.1f} s over {len(rows)} runs; written to {out}")
 
 
-# The suite's longest tests, longest first (from the per-test CPU list at the end of a run). Started first, they run
-# side by side with the many short tests instead of leaving one worker alone at the end of the run.
+# The suite's longest tests, longest first (from the per-test CPU list at the end of a run). Started first, with
+# `--dist worksteal` (the Makefile) handing queued tests to an idle worker, they run side by side with the many short
+# tests instead of leaving one worker alone at the end of the run.
 LONGEST_FIRST = (
     "test_class_grading.py::",
     "test_exchange.py::",

@@ -6,7 +6,8 @@ One concern per module, in layers; a module imports only from layers below it:
   report) and ``course`` (notebook start-up: run size, banner) on top of them;
 * middle: ``data``, ``models``, ``timing``, ``training``, ``memory``, ``plotting``, ...;
 * distributed: ``distributed`` (inside a worker: rank, device, joining the group), ``launch`` (run a script on
-  N processes: torchrun or by hand), ``processes`` (run a function on N processes), ``dist_tools`` (teaching tools);
+  N processes: torchrun or by hand), ``processes`` (run a function on N processes), ``dist_tools`` (teaching tools), ``elastic_train`` (a training
+  job that torchrun's agents restart after a killed rank, resuming from its snapshot);
 * high: analysis and export modules that later days add (import them as ``utils.<module>``).
 """
 from .course import CourseRun, course_setup, smoke_mode
