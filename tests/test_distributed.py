@@ -456,21 +456,27 @@ def test_script_ranks_get_torchrun_variables_and_their_own_output(tmp_path):
         failed.check()
 
 
+# A script as torchrun runs it: one all_reduce, then what it saw (arguments, torchrun's variables, FLAG, its folder, its
+# parent) as JSON; with the argument "fail", rank 1 raises.
+JOB_SCRIPT = ("import os, sys, json, torch\n"
+              "import torch.distributed as dist\n"
+              "from utils.distributed import init_from_env, cleanup\n"
+              "init_from_env('cpu')\n"
+              "t = torch.tensor([float(dist.get_rank() + 1)])\n"
+              "dist.all_reduce(t)\n"
+              "print(json.dumps({'argv': sys.argv[1:], 'rank': os.environ['RANK'], 'sum': t.item(), "
+              "'local': os.environ['LOCAL_RANK'], 'world': os.environ['WORLD_SIZE'], "
+              "'run_id': os.environ.get('TORCHELASTIC_RUN_ID'), 'flag': os.environ.get('FLAG'), 'cwd': os.getcwd(), "
+              "'parent': os.getppid()}))\n"
+              "if sys.argv[1] == 'fail' and dist.get_rank() == 1:\n"
+              "    raise ValueError('rank 1 gives up')\n"
+              "cleanup()\n")
+
+
 @pytest.mark.slow
 def test_run_script_runs_a_script_as_torchrun_would_in_forked_workers(tmp_path):
     script = tmp_path / "job.py"
-    script.write_text("import os, sys, json, torch\n"
-                      "import torch.distributed as dist\n"
-                      "from utils.distributed import init_from_env, cleanup\n"
-                      "init_from_env('cpu')\n"
-                      "t = torch.tensor([float(dist.get_rank() + 1)])\n"
-                      "dist.all_reduce(t)\n"
-                      "print(json.dumps({'argv': sys.argv[1:], 'rank': os.environ['RANK'], "
-                      "'local': os.environ['LOCAL_RANK'], 'world': os.environ['WORLD_SIZE'], 'sum': t.item(), "
-                      "'flag': os.environ.get('FLAG'), 'cwd': os.getcwd()}))\n"
-                      "if sys.argv[1] == 'fail' and dist.get_rank() == 1:\n"
-                      "    raise ValueError('rank 1 gives up')\n"
-                      "cleanup()\n")
+    script.write_text(JOB_SCRIPT)
     res = run_script(script, 2, ["ok", 3], env={"FLAG": "yes"}, cwd=tmp_path, timeout_s=60)
     assert res.ok, res.rank_stderr
     out = [json.loads(res.rank_stdout[r].strip().splitlines()[-1]) for r in (0, 1)]
@@ -486,18 +492,7 @@ def test_run_script_runs_a_script_as_torchrun_would_in_forked_workers(tmp_path):
 @pytest.mark.slow
 def test_run_torchrun_with_a_forked_agent_runs_the_script_as_torchrun_would(tmp_path):
     script = tmp_path / "job.py"
-    script.write_text("import os, sys, json, torch\n"
-                      "import torch.distributed as dist\n"
-                      "from utils.distributed import init_from_env, cleanup\n"
-                      "init_from_env('cpu')\n"
-                      "t = torch.tensor([float(dist.get_rank() + 1)])\n"
-                      "dist.all_reduce(t)\n"
-                      "print(json.dumps({'argv': sys.argv[1:], 'rank': os.environ['RANK'], 'sum': t.item(), "
-                      "'local': os.environ['LOCAL_RANK'], 'run_id': os.environ.get('TORCHELASTIC_RUN_ID'), "
-                      "'flag': os.environ.get('FLAG'), 'cwd': os.getcwd(), 'parent': os.getppid()}))\n"
-                      "if sys.argv[1] == 'fail' and dist.get_rank() == 1:\n"
-                      "    raise ValueError('rank 1 gives up')\n"
-                      "cleanup()\n")
+    script.write_text(JOB_SCRIPT)
     res = run_torchrun(script, 2, ["ok", 3], env={"FLAG": "yes"}, cwd=tmp_path, timeout_s=90, fork=True)
     assert res.ok, (res.stderr[-2000:], res.rank_stderr)
     assert res.command[1:4] == ["-m", "torch.distributed.run", "--standalone"] and res.command[-2:] == ["ok", "3"]

@@ -22,7 +22,7 @@ from torch.autograd import DeviceType
 from .device import synchronize
 from .stderr_capture import capture_stderr
 
-__all__ = ["DeviceBusy", "busy_us_of_events", "device_busy"]
+__all__ = ["DeviceBusy", "busy_us_of_events", "device_busy", "union_length"]
 
 
 def _is_device_work(event: Any) -> bool:
@@ -30,13 +30,13 @@ def _is_device_work(event: Any) -> bool:
         event, "is_user_annotation", False)
 
 
-def busy_us_of_events(events: Iterable[Any]) -> tuple[float, int]:
-    """(microseconds covered by at least one device activity, number of device activities) for the profiler's
-    ``FunctionEvent`` objects: kernels, copies and memsets on any non-CPU device; GPU mirrors of ranges are skipped.
-    Overlapping activities (two streams, a copy beside a kernel) count once."""
-    spans = sorted((float(e.time_range.start), float(e.time_range.end)) for e in events if _is_device_work(e))
+def union_length(spans: Iterable[tuple[float, float]]) -> float:
+    """Total length covered by ``(start, end)`` intervals, overlaps counted once (empty intervals add nothing); in
+    the intervals' own unit."""
     busy, cur_start, cur_end = 0.0, None, None
-    for s, t in spans:
+    for s, t in sorted(spans):
+        if t <= s:
+            continue
         if cur_end is None or s > cur_end:
             if cur_end is not None:
                 busy += cur_end - cur_start
@@ -45,7 +45,15 @@ def busy_us_of_events(events: Iterable[Any]) -> tuple[float, int]:
             cur_end = max(cur_end, t)
     if cur_end is not None:
         busy += cur_end - cur_start
-    return busy, len(spans)
+    return busy
+
+
+def busy_us_of_events(events: Iterable[Any]) -> tuple[float, int]:
+    """(microseconds covered by at least one device activity, number of device activities) for the profiler's
+    ``FunctionEvent`` objects: kernels, copies and memsets on any non-CPU device; GPU mirrors of ranges are skipped.
+    Overlapping activities (two streams, a copy beside a kernel) count once."""
+    spans = [(float(e.time_range.start), float(e.time_range.end)) for e in events if _is_device_work(e)]
+    return union_length(spans), len(spans)
 
 
 @dataclass

@@ -142,6 +142,19 @@ def _terminate(procs: Sequence[subprocess.Popen], grace_s: float = TERMINATE_GRA
             pass
 
 
+def _wait_or_terminate(procs: Sequence[subprocess.Popen], timeout_s: float) -> bool:
+    """Wait for every process until ``timeout_s`` seconds from now; past it, :func:`_terminate` them all. True when
+    the time ran out."""
+    deadline = time.monotonic() + timeout_s
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _terminate(procs)
+            return True
+    return False
+
+
 def _signal_group(pid: int, sig: signal.Signals) -> None:
     try:
         os.killpg(pid, sig)
@@ -283,16 +296,7 @@ def run_script_ranks(script: str | os.PathLike, world_size: int = 2, args: Seque
         with open(folder / "stdout.log", "w") as out, open(folder / "stderr.log", "w") as err, capture_stderr():
             procs.append(subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd, start_new_session=True,
                                           env={**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}))
-    deadline = time.monotonic() + timeout_s
-    timed_out = False
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            break
-    if timed_out:
-        _terminate(procs)
+    timed_out = _wait_or_terminate(procs, timeout_s)
     seconds = time.perf_counter() - start
     codes = [p.returncode for p in procs]
     returncode = None if timed_out else next((c for c in codes if c != 0), 0)
@@ -408,16 +412,7 @@ def run_torchrun_nodes(script: str | os.PathLike, nnodes: int = 2, nproc_per_nod
             procs.append(subprocess.Popen(cmd, stdout=out, stderr=err, env=job_env, cwd=cwd,
                                           start_new_session=True))
         cmds.append(cmd)
-    deadline = time.monotonic() + timeout_s
-    timed_out = False
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            break
-    if timed_out:
-        _terminate(procs)
+    timed_out = _wait_or_terminate(procs, timeout_s)
     seconds = time.perf_counter() - start
     nodes, attempts = [], []
     for node, (p, cmd) in enumerate(zip(procs, cmds)):

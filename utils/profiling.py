@@ -27,6 +27,7 @@ from typing import Any, Iterable
 
 import torch
 
+from .device_busy import union_length
 from .environment import environment_report, hardware_label
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -145,21 +146,9 @@ def device_busy_us(events: Iterable[dict[str, Any]], start_us: float, end_us: fl
     the events (from :func:`trace_events`) whose ``cat`` is in ``cats``, clipped to the window. Overlapping work
     (two streams, a copy beside a kernel) counts once, so the result never exceeds the window."""
     wanted = set(cats)
-    spans = sorted((max(e["start_us"], start_us), min(e["start_us"] + e["dur_us"], end_us))
-                   for e in events if e.get("cat") in wanted)
-    busy, cur_start, cur_end = 0.0, None, None
-    for s, t in spans:
-        if t <= s:
-            continue
-        if cur_end is None or s > cur_end:
-            if cur_end is not None:
-                busy += cur_end - cur_start
-            cur_start, cur_end = s, t
-        else:
-            cur_end = max(cur_end, t)
-    if cur_end is not None:
-        busy += cur_end - cur_start
-    return busy
+    spans = [(max(e["start_us"], start_us), min(e["start_us"] + e["dur_us"], end_us))
+             for e in events if e.get("cat") in wanted]
+    return union_length(spans)
 
 
 def example_trace_path(name: str = "day22_synthetic_resnet50_step.json.gz") -> Path:
