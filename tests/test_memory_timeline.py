@@ -87,3 +87,55 @@ def test_groups_asked_every_k_operations_count_each_storage_for_its_whole_life()
         "each gradient counts from the operation that made it"
     with pytest.raises(ValueError, match="group_every"):
         LiveTensorBytes(group_every=0)
+
+
+def test_a_storage_resized_in_place_counts_at_its_new_size():
+    # FSDP2 frees a gathered parameter with untyped_storage().resize_(0) and brings it back with resize_(size): no
+    # operator reports either, so the tracker follows UntypedStorage.resize_ while it is active.
+    kept = torch.zeros(1000)                        # 4,000 bytes, made before the tracker
+    with LiveTensorBytes({"kept": lambda: [kept]}) as live:
+        live.track([kept])
+        live.mark("free")
+        kept.untyped_storage().resize_(0)
+        assert live.live_bytes == 0
+        live.mark("gather")
+        kept.untyped_storage().resize_(4000)
+        assert live.live_bytes == 4000
+        live.mark("end")
+    assert [p.live_bytes for p in live.timeline if p.op == "resize_"] == [0, 4000]
+    assert live.timeline[-1].groups == {"kept": 4000}, "the storage keeps its group across the resize"
+    before = torch.UntypedStorage.resize_
+    with LiveTensorBytes():
+        assert torch.UntypedStorage.resize_ is not before
+    assert torch.UntypedStorage.resize_ is before, "leaving the tracker restores resize_"
+
+
+def test_unclaimed_at_names_what_no_group_holds_at_the_peak():
+    w = torch.ones(100)
+    with LiveTensorBytes({"weights": lambda: [w]}) as live:
+        live.track([w])
+        live.mark("step")
+        big = w.repeat(10)                          # 4,000 bytes, in no group
+        small = w * 2                               # 400 bytes
+        del big, small
+    peak = live.peak
+    assert peak.op == "mul" and peak.other_bytes == 4400
+    assert live.unclaimed_at(peak) == [(4000, "repeat", "step"), (400, "mul", "step")]
+
+
+def test_a_dtensor_counts_as_its_local_shard(tmp_path):
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        sharded = distribute_tensor(torch.zeros(8, 100), init_device_mesh("cpu", (1,)), [Shard(0)])
+        with LiveTensorBytes() as live:
+            live.track([sharded])
+            assert live.live_bytes == sharded.to_local().untyped_storage().nbytes() == 3200
+            doubled = sharded * 2                   # a DTensor out of an operation: its local shard is counted
+            assert live.live_bytes == 6400
+            del doubled
+    finally:
+        dist.destroy_process_group()

@@ -11,6 +11,12 @@ same code gives the same curve on a CPU and on a GPU. It does not see memory ins
 (cuDNN/cuBLAS workspace, oneDNN scratch buffers), the CUDA allocator's rounding to 512-byte blocks, or its cached
 free blocks: on a GPU compare it with ``max_memory_allocated``, which sees the first two.
 
+Two things no operator reports are handled too: a ``DTensor`` (FSDP2's sharded parameters, gradients and optimizer
+state) counts as the storage of its local shard, and a storage resized in place (FSDP2 frees each gathered
+parameter with ``untyped_storage().resize_(0)`` after use and re-allocates it with ``resize_(size)`` before the next
+all-gather) counts at its new size from that moment: the tracker wraps ``torch.UntypedStorage.resize_`` while it is
+active.
+
 Sizes are bytes; each storage is counted once, whatever number of tensors (views) share it.
 """
 from __future__ import annotations
@@ -53,6 +59,9 @@ class _Storage:
 
 
 def _storage(t: torch.Tensor) -> torch.UntypedStorage | None:
+    if hasattr(t, "to_local") and hasattr(t, "device_mesh"):     # a DTensor: the bytes are its local shard's
+        with torch.no_grad():
+            t = t.to_local()
     try:
         return t.untyped_storage()
     except (RuntimeError, NotImplementedError):   # tensors without an ordinary storage (sparse, nested, fake)
@@ -92,19 +101,37 @@ class LiveTensorBytes(TorchDispatchMode):
     # ------------------------------------------------------------------------------------------ bookkeeping
     def _add(self, t: torch.Tensor) -> None:
         st = _storage(t)
-        if st is None or id(st) in self._live:
-            return
-        serial = len(self._storages)
-        self._storages.append(_Storage(st.nbytes(), born=len(self._points)))
+        if st is not None and id(st) not in self._live:
+            self._add_storage(st, st.nbytes())
 
-        def freed(_ref: weakref.ref, key: int = id(st), serial: int = serial) -> None:
-            if self._live.pop(key, None) is not None:
-                record = self._storages[serial]
-                record.died = len(self._points)
-                self.live_bytes -= record.nbytes
+    def _add_storage(self, st: torch.UntypedStorage, nbytes: int) -> None:
+        serial = len(self._storages)
+        self._storages.append(_Storage(nbytes, born=len(self._points)))
+
+        def freed(_ref: weakref.ref, key: int = id(st)) -> None:
+            live = self._live.get(key)
+            if live is not None and live[0] is _ref:
+                self._end(key)
 
         self._live[id(st)] = (weakref.ref(st, freed), serial)
-        self.live_bytes += st.nbytes()
+        self.live_bytes += nbytes
+
+    def _end(self, key: int) -> None:
+        _ref, serial = self._live.pop(key)
+        record = self._storages[serial]
+        record.died = len(self._points)
+        self.live_bytes -= record.nbytes
+
+    def _resized(self, st: torch.UntypedStorage, nbytes: int) -> None:
+        # A resize in place ends the old size's life and starts the new one's (same storage, new record).
+        group = None
+        if id(st) in self._live:
+            group = self._storages[self._live[id(st)][1]].group
+            self._end(id(st))
+        if nbytes > 0:
+            self._add_storage(st, nbytes)
+            self._storages[-1].group = group
+        self._record("resize_")
 
     def track(self, tensors: Iterable[torch.Tensor | None]) -> None:
         """Count tensors that existed before the tracker started (parameters, gradients, state, inputs)."""
@@ -175,6 +202,37 @@ class LiveTensorBytes(TorchDispatchMode):
         if not points:
             raise ValueError(f"no point in phase {phase!r}; phases seen: {sorted({p.phase for p in self._points})}")
         return max(points, key=lambda p: p.live_bytes)
+
+    def unclaimed_at(self, point: TimelinePoint, top: int = 3) -> list[tuple[int, str, str]]:
+        """The largest storages live at ``point`` that no group claims, as ``(bytes, operation that made it, its
+        phase)``, largest first: what :attr:`TimelinePoint.other_bytes` is made of (``""`` for tracked ones)."""
+        self.timeline                                   # labels every storage's group
+        alive = [s for s in self._storages if s.group is None and s.born <= point.index
+                 and (s.died is None or s.died > point.index)]
+        alive.sort(key=lambda s: -s.nbytes)
+        return [(s.nbytes, self._points[s.born].op, self._points[s.born].phase) for s in alive[:top]]
+
+    def __enter__(self) -> "LiveTensorBytes":
+        original, tracker = torch.UntypedStorage.resize_, self
+
+        def resize_(storage: torch.UntypedStorage, size: int):
+            out = original(storage, size)
+            tracker._resized(storage, storage.nbytes())
+            return out
+
+        self._original_resize = original
+        torch.UntypedStorage.resize_ = resize_
+        try:
+            return super().__enter__()
+        except BaseException:
+            torch.UntypedStorage.resize_ = original
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            super().__exit__(*exc)
+        finally:
+            torch.UntypedStorage.resize_ = self._original_resize
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
