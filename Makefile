@@ -69,7 +69,8 @@ update:
 
 ## The test command (.ci/run calls exactly this): set everything up and run the whole suite. Of the plausible wrong
 ## answers in tests/grader_mutants/ it grades the first one of every exercise (about one notebook run a day), and of
-## the correct ones in tests/grader_alternatives/ the first of every exercise (inside the round trip).
+## the correct ones in tests/grader_alternatives/ the first of every exercise, both inside the round trip's single
+## nbgrader run per day.
 ## With DAY=NN: only that day's round trip (days/ freshness, the solution run top to bottom, blank 0, solution and
 ## first alternatives full marks, under noisy libraries) and the first wrong answer of each of its exercises (the
 ## edit loop; `make test-grader DAY=NN` grades all of that day's wrong and correct answers).

@@ -13,6 +13,12 @@ import importlib.util
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+# The round trip grades the plausible wrong answers (students "mutant_round<k>", "mutant_alone<k>") in the same
+# nbgrader run, and nbgrader runs each submission's kernel in autograded/<student>/<day>/. Those are graded quietly:
+# noise would fail a mutant's test cell for a reason other than its hidden asserts and so hide a hole in them.
+QUIET = Path.cwd().parent.name.startswith("mutant_")
 
 
 def _noise(what: str) -> None:
@@ -93,7 +99,9 @@ class _AfterTorchImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-if "torch" in sys.modules:
+if QUIET:
+    subprocess.Popen.__init__ = _popen_init
+elif "torch" in sys.modules:
     _patch_torch(sys.modules["torch"])
 else:
     sys.meta_path.insert(0, _AfterTorchImport())

@@ -13,6 +13,8 @@ import pytest
 from conftest import ROOT, course_days, record_timing, solution_notebooks
 from grading import cell_scores, make_course_copy, nbgrader, scores, submit
 from test_grader_alternatives import label, load_alternatives, lost_points, rounds_of, submit_alternatives
+from test_grader_mutants import (MISSED, day_cells, graded_in_the_round_trip, load_mutants, missed_mutants,
+                                 mutant_days, mutants_to_grade, plan_rounds, reach, round_students, submit_mutants)
 
 
 def _cells(path: Path) -> list[dict]:
@@ -121,14 +123,18 @@ def failed_cells(executed: Path) -> list[str]:
 @pytest.mark.notebooks
 @pytest.mark.parametrize("day", course_days())
 def test_round_trip_blank_scores_zero_and_solution_scores_full(day: str, tmp_path: Path):
-    """One smoke-size execution per submission checks four things at once:
+    """One nbgrader run of smoke-size executions, one per submission, checks five things at once:
     - days/<day> is exactly the release nbgrader generates from solutions/<day>;
     - the solution runs top to bottom without an error in any cell (what a papermill run checked: nbgrader executes
       at smoke size, as `SMOKE = True` does);
     - graded as an instructor grades (tests/grading.py: grading_env), with libraries that write to standard error
       (tests/noisy_libraries.py), the blank learner copy scores 0, and the solution and the first correct
       alternative of every exercise (tests/grader_alternatives/) keep full marks whatever the profiler, the
-      compiler, DataLoader workers, process groups and subprocesses print."""
+      compiler, DataLoader workers, process groups and subprocesses print;
+    - with GRADER_MUTANTS=N (`make test` sets 1), the first N plausible wrong answers of every exercise
+      (tests/grader_mutants/) lose points, graded as tests/test_grader_mutants.py grades them, without the noise.
+    One nbgrader run instead of one per kind of submission saves an assignment generation and an nbgrader start-up
+    per day."""
     course = make_course_copy(tmp_path / "course", days=[day])
     nbgrader(course, "generate_assignment", day, "--force", "--log-level=WARN")
     assert_days_match_generation(day, course / "days" / day)
@@ -138,9 +144,14 @@ def test_round_trip_blank_scores_zero_and_solution_scores_full(day: str, tmp_pat
     if first_alternatives:
         submit_alternatives(course, day, "alternatives", first_alternatives)
     students = ["blank", "solution"] + (["alternatives"] if first_alternatives else [])
+    mutants = mutants_to_grade(load_mutants(day)) if graded_in_the_round_trip() and day in mutant_days() else []
+    cells = day_cells(day)
+    reaches = reach(cells)
+    rounds = plan_rounds(mutants, reaches)
+    submit_mutants(day, course, round_students(rounds))
     start = time.perf_counter()
-    nbgrader(course, "autograde", day, "--create", "--force", "--log-level=WARN", noisy_libraries=True)
-    record_timing(f"autograde x{len(students)}", day, time.perf_counter() - start)
+    nbgrader(course, "autograde", day, "--create", "--force", "--log-level=WARN", timeout=1800, noisy_libraries=True)
+    record_timing(f"autograde x{len(students) + len(rounds)}", day, time.perf_counter() - start)
     errors = [e for nb in sorted((course / "autograded" / "solution" / day).glob("*.ipynb")) for e in failed_cells(nb)]
     assert not errors, f"{day}: the solution does not run top to bottom at smoke size:\n" + "\n".join(errors)
     result = scores(course, day, students)
@@ -157,3 +168,7 @@ def test_round_trip_blank_scores_zero_and_solution_scores_full(day: str, tmp_pat
         assert not lost, (f"{day}: correct answers written another way lose points: {lost}. The first alternative of "
                           f"each exercise: {[label(day, a) for a in first_alternatives]}; `make test-grader DAY="
                           f"{day[3:]}` names the one that fails")
+    if rounds:
+        missed = missed_mutants(day, course, rounds, cell_scores(course, day, list(round_students(rounds))), cells,
+                                reaches, noisy_libraries=True)
+        assert not missed, MISSED + "\n".join(missed)
