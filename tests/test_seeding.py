@@ -4,6 +4,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
@@ -74,3 +75,22 @@ def test_a_fixed_loader_seed_replays_the_worker_stream_every_epoch():
         return torch.cat(list(loader))[:, 2]          # torch's stream in each worker
 
     assert torch.equal(epoch_draws(), epoch_draws())
+
+
+@pytest.mark.slow    # a fresh interpreter imports torch
+def test_seed_everything_turns_determinism_on_and_off_without_importing_the_compiler_when_off():
+    import subprocess
+    import sys
+
+    from utils.seeding import seed_everything
+
+    seed_everything(0, deterministic=True)
+    assert torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.deterministic
+    seed_everything(0)
+    assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic
+    # torch.use_deterministic_algorithms imports torch._inductor at every call (1-2 s of CPU): a notebook's default
+    # seeding must not pay that when determinism is already off.
+    probe = ("import sys, torch\nfrom utils.seeding import seed_everything\nseed_everything(0)\n"
+             "print('torch._inductor' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr

@@ -27,7 +27,9 @@ def seed_everything(seed: int = 0, deterministic: bool = False) -> None:
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
     else:
-        torch.use_deterministic_algorithms(False)
+        # Only when it is on: every call imports torch._inductor (about 1.5 s of CPU, once per process).
+        if torch.are_deterministic_algorithms_enabled():
+            torch.use_deterministic_algorithms(False)
         torch.backends.cudnn.deterministic = False
 
 
