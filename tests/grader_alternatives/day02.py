@@ -202,4 +202,51 @@ class UtilSampler:
             self.nvml.nvmlShutdown()
         return None
 '''),
+    Alternative(cell="day02_util_sampler",
+                why="the usual 'read, then wait' thread loop (while True: read; if stop.wait(interval_s): break): "
+                    "with the start sample of __enter__, the thread's first read also falls at t = 0",
+                source='''class UtilSampler:
+    """Samples one GPU's GPU-Util (%) through NVML every `interval_s` seconds on a daemon thread."""
+
+    def __init__(self, nvml, cuda_uuid: str, interval_s: float):
+        self.nvml, self.cuda_uuid, self.interval_s = nvml, cuda_uuid, interval_s
+        self.samples: list[tuple[float, float | None]] = []   # (seconds since the start, GPU-Util % or None)
+
+    def _read(self) -> None:
+        try:
+            util = float(self.nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu)
+        except self.nvml.NVMLError:
+            util = None
+        self.samples.append((time.perf_counter() - self.t0, util))
+
+    def __enter__(self) -> "UtilSampler":
+        self.nvml.nvmlInit()
+        try:
+            self.handle = self.nvml.nvmlDeviceGetHandleByUUID("GPU-" + self.cuda_uuid)
+        except Exception:
+            self.nvml.nvmlShutdown()
+            raise
+        self.t0 = time.perf_counter()
+        self._read()
+        self.stop = threading.Event()
+
+        def loop():
+            while True:
+                self._read()
+                if self.stop.wait(self.interval_s):
+                    break
+
+        self.th = threading.Thread(target=loop, daemon=True)
+        self.th.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.th.join()
+        try:
+            self._read()
+        finally:
+            self.nvml.nvmlShutdown()
+        return False
+'''),
 ]

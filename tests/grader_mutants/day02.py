@@ -99,4 +99,8 @@ MUTANTS = [
            find="        read()                                             # a sample at the start\n", replace="",
            why="no sample at the start: a short run records a single sample, and the trace starts an interval late",
            caught_by="day02_util_sampler_tests"),
+    Mutant(cell="day02_util_sampler",
+           find="while not self._stop.wait(self.interval_s):", replace="while not self._stop.wait(0.05):",
+           why="the thread waits a fixed 50 ms whatever interval_s says: it samples 100 times too often at 5 s",
+           caught_by="day02_util_sampler_tests"),
 ]
