@@ -82,6 +82,12 @@ MUTANTS = [
            why="all-reduces the buckets in float64: right values, twice the bytes of the float32 gradients",
            caught_by="day17_average_gradients_tests"),
     Mutant(cell="day17_average_gradients",
+           find="torch.cat([grad.reshape(-1) for grad in bucket])",
+           replace="torch.cat([grad.view(-1) for grad in bucket])",
+           why="flattens with view: raises on a non-contiguous gradient (a channels_last convolution's), which the "
+               "exercise text warns about",
+           caught_by="day17_average_gradients_tests"),
+    Mutant(cell="day17_average_gradients",
            find="        flat.div_(world_size)\n", replace="        flat.div(world_size)\n",
            why="divides a copy (flat.div instead of div_): the gradients keep the sum",
            caught_by="day17_average_gradients_tests"),
