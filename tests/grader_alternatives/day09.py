@@ -129,6 +129,38 @@ def oom_safe_fits(attempt, device):
                 "            torch.cuda.empty_cache()",
         why="guards empty_cache with torch.cuda.is_available() as well as the device, as much real code does",
     ),
+    Alternative(
+        cell="day09_oom_safe_fits",
+        why="written for a Mac as well: matches 'out of memory' in any case (Apple's MPS raises its out-of-memory "
+            "error as a plain RuntimeError) and empties the MPS cache on an mps device, the CUDA cache on CUDA",
+        source='''import gc
+
+def _ran_out_of_memory(error: BaseException) -> bool:
+    # CUDA raises torch.OutOfMemoryError; cuDNN, cuBLAS and Apple's MPS raise a RuntimeError that says so.
+    text = str(error)
+    return isinstance(error, torch.OutOfMemoryError) or "out of memory" in text.lower() or "ALLOC_FAILED" in text
+
+def oom_safe_fits(attempt, device):
+    kind = torch.device(device).type
+
+    def fits(batch_size):
+        failed = False
+        try:
+            attempt(batch_size)
+        except RuntimeError as error:
+            if not _ran_out_of_memory(error):
+                raise
+            failed = True
+        if failed:                            # out of the except block: its traceback is gone
+            gc.collect()
+            if kind == "cuda":
+                torch.cuda.empty_cache()
+            elif kind == "mps":
+                torch.mps.empty_cache()
+        return not failed
+
+    return fits
+'''),
     # ------------------------------------------------------------------ Exercise 4 · max_batch_closed_form
     Alternative(
         cell="day09_max_batch_closed_form",

@@ -82,6 +82,12 @@ MUTANTS = [
            replace="except torch.OutOfMemoryError as error:",
            why="caught only torch.OutOfMemoryError, so a cuDNN/cuBLAS allocation failure crashed the search",
            caught_by="day09_oom_safe_fits_tests"),
+    Mutant(cell="day09_oom_safe_fits", find="            if not is_out_of_memory(error):\n",
+           replace="            if not (isinstance(error, torch.OutOfMemoryError) or 'CUDNN_STATUS_ALLOC_FAILED' in str(error)\n"
+                   "                    or 'CUBLAS_STATUS_ALLOC_FAILED' in str(error)):\n",
+           why="recognised only torch.OutOfMemoryError and cuDNN/cuBLAS allocation failures: a RuntimeError that says "
+               "'out of memory' (Apple's MPS raises its out-of-memory error that way) crashed the search",
+           caught_by="day09_oom_safe_fits_tests"),
     Mutant(cell="day09_oom_safe_fits", find="        if on_cuda:\n            torch.cuda.empty_cache()\n",
            replace="        torch.cuda.empty_cache()\n",
            why="called torch.cuda.empty_cache() on every device", caught_by="day09_oom_safe_fits_tests"),
