@@ -111,3 +111,73 @@ def test_multi_tensor_apply_launches_for_resnet50_is_a_few_not_one_per_tensor():
     assert len(numels) == 161
     assert [launches(numels, depth=d, cuda_major=12) for d in (1, 2, 3)] == [3, 3, 4]
     assert [launches(numels, depth=d, cuda_major=13) for d in (1, 2, 3)] == [1, 1, 1]
+
+
+# cudnn.benchmark only acts on shapes the process has not planned yet (cuDNN's plan cache, keyed without the flag,
+# lives as long as the process): a measurement with the flag on must be planned in a fresh process on CUDA.
+
+def test_only_a_cuda_run_with_the_flag_on_needs_a_fresh_process():
+    from utils.fast_path import needs_fresh_process
+    assert needs_fresh_process("cuda", True) and needs_fresh_process(torch.device("cuda:1"), True)
+    assert not needs_fresh_process("cuda", False)
+    assert not needs_fresh_process("cpu", True) and not needs_fresh_process("mps", True)
+    before = fast_path_flags()
+    try:
+        for flag in (True, False):                     # None: the flag as it is now
+            torch.backends.cudnn.benchmark = flag
+            assert needs_fresh_process("cuda", None) is flag
+    finally:
+        restore_fast_path_flags(before)
+
+
+def test_off_cuda_the_call_is_a_plain_call_in_this_process():
+    import os
+    from utils.fast_path import call_with_fresh_plans
+    assert call_with_fresh_plans(os.getpid, device="cpu", benchmark=True) == os.getpid()
+    assert call_with_fresh_plans(lambda a, b=0: a + b, (2,), {"b": 3}, device="cuda", benchmark=False) == 5
+
+
+@pytest.mark.slow
+def test_a_simulated_cuda_run_with_the_flag_on_is_planned_in_a_fresh_process_with_this_process_flags():
+    # device="cuda" is only read, never used, by the helper: the decision and the process start run on a CPU. The
+    # old way (time both settings in this process) returns this process's id and fails the first assert.
+    import os
+    from utils.fast_path import call_with_fresh_plans
+
+    def where_and_flags(extra):
+        # Reads torch.backends.cudnn, as a notebook's timing function sets it: that module object is a ModuleType
+        # subclass (CudnnModule), which plain cloudpickle cannot send.
+        import os as os_
+        from utils.fast_path import fast_path_flags as flags_now
+        assert torch.backends.cudnn.benchmark is True
+        return os_.getpid(), flags_now(), torch.get_num_threads(), extra
+
+    before = fast_path_flags()
+    try:
+        torch.backends.cudnn.benchmark = True
+        torch.set_float32_matmul_precision("high")
+        parent_flags = fast_path_flags()
+        pid, flags, threads, extra = call_with_fresh_plans(where_and_flags, ({"x": 1},), device="cuda",
+                                                           benchmark=True)
+    finally:
+        restore_fast_path_flags(before)
+    assert pid != os.getpid(), "the flag-on run must plan its convolutions in a process of its own"
+    assert flags == parent_flags and threads == torch.get_num_threads() and extra == {"x": 1}
+
+
+@pytest.mark.slow
+def test_an_error_in_the_fresh_process_raises_here_with_its_traceback():
+    from utils.fast_path import call_in_fresh_process
+
+    def fails():
+        raise torch.OutOfMemoryError("no room for the trial workspaces")
+
+    def dies():
+        import os as os_
+        os_._exit(3)
+
+    with pytest.raises(torch.OutOfMemoryError, match="no room") as err:   # the same type: callers catch OOM as usual
+        call_in_fresh_process(fails, timeout_s=120)
+    assert any("in its fresh process" in note and "fails" in note for note in err.value.__notes__)
+    with pytest.raises(RuntimeError, match="(?s)dies failed in its fresh process.*exited with code 3"):
+        call_in_fresh_process(dies, timeout_s=120)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 import torchvision.models  # noqa: F401  (its first import takes seconds: paid at collection, not in a test)
 
 from utils.datasets import write_imagenette_like
@@ -133,3 +134,44 @@ def test_a_dataset_built_once_is_reused(tmp_path, monkeypatch, capsys):
     results = full_scale_section(["baseline"], day="day99", data=data, device="cpu", allow_cpu=True,
                                  results_root=str(tmp_path), **TOY)
     assert len(results) == 1 and results[0].dataset == data.name
+
+
+@pytest.mark.slow
+def test_a_run_that_turns_cudnn_benchmark_on_trains_in_a_fresh_process(tmp_path, monkeypatch, capsys):
+    # cuDNN keeps a plan per convolution shape for the life of a process, under a key without the benchmark flag:
+    # in the same process, a benchmark run after a flag-off run of the same shapes would never autotune. Simulated
+    # here by treating the CPU as a device that caches plans; the old section ran every variant in this process and
+    # fails the pid check.
+    import os
+
+    import utils.fast_path as FP
+    import utils.full_scale_section as FSS
+
+    pretend_cuda = lambda device, benchmark: bool(torch.backends.cudnn.benchmark if benchmark is None else benchmark)
+    monkeypatch.setattr(FP, "needs_fresh_process", pretend_cuda)
+    monkeypatch.setattr(FSS, "needs_fresh_process", pretend_cuda)
+    original = FSS.full_scale_run
+
+    def run_and_say_where(*args, **kwargs):
+        import os as os_
+        from dataclasses import replace as replace_
+        r = original(*args, **kwargs)
+        return replace_(r, extras={**r.extras, "pid": os_.getpid()})
+
+    monkeypatch.setattr(FSS, "full_scale_run", run_and_say_where)
+    write_imagenette_like(tmp_path, num_classes=3, train_per_class=8, val_per_class=2)
+    results = full_scale_section(["baseline", ("baseline+cudnn_benchmark", "baseline", {"cudnn_benchmark": True})],
+                                 day="day99", root=tmp_path, download=False, device="cpu", allow_cpu=True,
+                                 results_root=str(tmp_path), **TOY)
+    assert [r.technique for r in results] == ["baseline", "baseline+cudnn_benchmark"]
+    assert results[0].extras["pid"] == os.getpid() and not results[0].extras["fresh_process"]
+    assert results[1].extras["pid"] != os.getpid() and results[1].extras["fresh_process"]
+    assert results[1].settings["cudnn_benchmark"] is True and results[1].optimizer_steps == 2
+    assert "trains in a fresh process" in capsys.readouterr().out
+
+
+def test_without_a_gpu_a_benchmark_variant_is_described_with_its_fresh_process(tmp_path, capsys):
+    full_scale_section(["bf16", ("bf16+cudnn_benchmark", "bf16", {"cudnn_benchmark": True}), "fast"], day="day99",
+                       device="cpu", results_root=str(tmp_path))
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith(" - ")]
+    assert ["fresh process" in line for line in lines] == [False, True, True]

@@ -9,6 +9,10 @@ The knobs:
 
 - ``cudnn_benchmark``: ``torch.backends.cudnn.benchmark``. cuDNN times several convolution algorithms for each new
   input shape and keeps the fastest. CUDA only; wasteful when input shapes vary (it re-tunes for every new shape).
+  "New" means new to this *process*: cuDNN keeps the plan of every convolution it has run for the life of the
+  process, under a key that leaves the flag out, so a shape already run with the flag off keeps its heuristic plan
+  after the flag is switched on. :func:`call_with_fresh_plans` runs a measurement that turns it on in a fresh
+  process, so that it really autotunes.
 - ``tf32``: ``torch.backends.cuda.matmul.fp32_precision`` and ``torch.backends.cudnn.conv.fp32_precision``
   (``"tf32"`` or ``"ieee"``; the legacy ``allow_tf32`` flags and ``torch.set_float32_matmul_precision`` are kept in
   agreement by :mod:`utils.tf32`): fp32 matmuls and convolutions on TF32 tensor cores (10-bit mantissa). Needs
@@ -23,15 +27,22 @@ The knobs:
 """
 from __future__ import annotations
 
+import gc
+import importlib
+import io
+import pickle
+import sys
+import traceback
+import types
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from .tf32 import restore_tf32_flags, set_tf32, tf32_flags
 
 __all__ = ["FastPathDecision", "plan_fast_path", "apply_fast_path", "fast_path_flags", "restore_fast_path_flags",
-           "multi_tensor_apply_launches"]
+           "multi_tensor_apply_launches", "needs_fresh_process", "call_in_fresh_process", "call_with_fresh_plans"]
 
 TF32_MIN_CAPABILITY = (8, 0)
 TENSOR_CORE_MIN_CAPABILITY = (7, 0)
@@ -187,3 +198,118 @@ def apply_fast_path(device: torch.device | str, *, variable_input_shapes: bool =
             report["tf32"]["why"] = "TF32 available but turned off by the caller (tf32=False)"
     return report
 
+
+# ---------------------------------------------------------------------------------------------------------------------
+# cudnn.benchmark only acts on convolutions the process has not planned yet.
+#
+# aten/src/ATen/native/cudnn/Conv_v8.cpp, run_single_conv: the plan cache (thread_local, kept for the life of the
+# process and its threads) is looked up first, under a key of the convolution's shapes, strides, dtype, layout,
+# padding, stride, dilation, groups, `deterministic` and `allow_tf32`; only on a miss does the code read `benchmark`
+# to choose between cuDNN's heuristic and timing the candidates. Conv_v7.cpp's algorithm caches are keyed the same
+# way. So within one process, a shape first run with the flag off keeps its heuristic plan when the flag is switched
+# on, and an A/B test of the flag in one process compares the heuristic with itself.
+
+def needs_fresh_process(device: torch.device | str, benchmark: bool | None) -> bool:
+    """Whether a measurement that runs convolutions on ``device`` with ``cudnn.benchmark`` set to ``benchmark``
+    (``None``: the flag as it is now) must run in a fresh process to be autotuned: True on CUDA (cuDNN; MIOpen on
+    ROCm caches the same way) when the flag is on; False elsewhere (no cuDNN, nothing cached by the flag)."""
+    on = torch.backends.cudnn.benchmark if benchmark is None else bool(benchmark)
+    return torch.device(device).type == "cuda" and on
+
+
+def _backend_flags() -> dict[str, Any]:
+    """The flags a fresh process must share with this one to compute the same way: :func:`fast_path_flags`,
+    cuDNN's deterministic mode and ``torch.use_deterministic_algorithms``."""
+    return {**fast_path_flags(), "cudnn.deterministic": torch.backends.cudnn.deterministic,
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled()}
+
+
+def _dumps_by_value(obj: Any) -> bytes:
+    """``cloudpickle.dumps(obj)``, except that a module object of a ``types.ModuleType`` subclass goes by name.
+    ``torch.backends.cudnn`` is one (``CudnnModule``): a notebook function that sets ``torch.backends.cudnn.benchmark``
+    refers to it, and plain cloudpickle cannot pickle it."""
+    import cloudpickle
+
+    class _Pickler(cloudpickle.Pickler):
+        def reducer_override(self, value: Any) -> Any:
+            if (isinstance(value, types.ModuleType) and type(value) is not types.ModuleType
+                    and sys.modules.get(value.__name__) is value):
+                return importlib.import_module, (value.__name__,)
+            return super().reducer_override(value)
+
+    buffer = io.BytesIO()
+    _Pickler(buffer).dump(obj)
+    return buffer.getvalue()
+
+
+def _call_with_flags(rank: int, world_size: int, job: bytes, flags: dict[str, Any]) -> tuple[bool, Any, str]:
+    """The fresh process's side of :func:`call_in_fresh_process`: this process's flags, then ``fn`` of ``job`` (the
+    pickled ``(fn, args, kwargs)``). Returns ``(True, value, "")``, or ``(False, the exception, its traceback)`` so
+    that the caller can raise the same type."""
+    fn, args, kwargs = pickle.loads(job)
+    restore_fast_path_flags(flags)
+    torch.backends.cudnn.deterministic = flags["cudnn.deterministic"]
+    torch.use_deterministic_algorithms(flags["deterministic_algorithms"])
+    try:
+        return True, fn(*args, **kwargs), ""
+    except Exception as err:
+        return False, err, traceback.format_exc()
+
+
+def call_in_fresh_process(fn: Callable[..., Any], args: tuple = (), kwargs: dict[str, Any] | None = None, *,
+                          timeout_s: float = 1800.0) -> Any:
+    """Return ``fn(*args, **kwargs)`` computed in a fresh, spawned Python process: no cuDNN plan, no allocator cache,
+    no autograd thread carried over from this one. It starts with this process's backend flags
+    (``cudnn.benchmark``, TF32, deterministic modes) and torch thread count; ``fn`` may set its own.
+
+    ``fn``, its arguments and its value travel by pickling (a function defined in a notebook goes by value, with
+    ``cloudpickle``: see :mod:`utils.processes`, which starts the process); CUDA tensors are better built inside
+    ``fn``. Standard error of the process is kept out of a notebook cell. An exception ``fn`` raises is raised here,
+    of the same type (``torch.OutOfMemoryError`` stays one) with the fresh process's traceback in its notes; a
+    process that dies, runs past ``timeout_s`` or returns what cannot be pickled raises ``RuntimeError``. This
+    process's cached GPU memory is returned to the driver first, so that the fresh process finds it free. Starting
+    one costs seconds (a new interpreter imports torch).
+    """
+    from .processes import run_processes          # not at the top: utils.processes is a higher layer
+    from .stderr_capture import capture_stderr
+
+    name = getattr(fn, "__qualname__", repr(fn))
+    gc.collect()
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    with capture_stderr():                         # what the new interpreter prints before its own redirect
+        try:
+            job = _dumps_by_value((fn, tuple(args), dict(kwargs or {})))
+        except Exception as err:
+            raise TypeError(f"{name}, its arguments and the notebook globals it uses go to the fresh process by "
+                            f"pickling, which failed: {type(err).__name__}: {err}. Build what cannot be pickled "
+                            "(open files, DataLoader iterators, CUDA tensors) inside the function.") from err
+        (outcome,) = run_processes(_call_with_flags, 1, (job, _backend_flags()),
+                                   timeout_s=timeout_s, threads_per_process=torch.get_num_threads(),
+                                   start_method="spawn", raise_on_error=False)
+    if not outcome.ok:
+        tail = "\n".join(outcome.stderr.strip().splitlines()[-10:])
+        raise RuntimeError(f"{name} failed in its fresh process:\n{outcome.error}"
+                           + (f"\nits last standard-error lines:\n{tail}" if tail else ""))
+    ok, value, child_traceback = outcome.value
+    if not ok:
+        value.add_note(f"raised by {name} in its fresh process:\n{child_traceback}")
+        raise value
+    return value
+
+
+def call_with_fresh_plans(fn: Callable[..., Any], args: tuple = (), kwargs: dict[str, Any] | None = None, *,
+                          device: torch.device | str, benchmark: bool | None, timeout_s: float = 1800.0) -> Any:
+    """Return ``fn(*args, **kwargs)``, a measurement that runs convolutions on ``device`` with ``cudnn.benchmark``
+    set to ``benchmark``, computed where cuDNN plans its convolutions under that setting: in a fresh process
+    (:func:`call_in_fresh_process`) when :func:`needs_fresh_process` says so (CUDA, flag on), here otherwise. One
+    call for every device: on a CPU or MPS it is a plain call.
+
+    With the flag off nothing needs a fresh process: a plan this process already holds for the shape is the
+    heuristic's, the plan the flag-off run would choose anyway, as long as no run with the flag on has planned the
+    same shapes here, which running those in fresh processes guarantees.
+    """
+    if needs_fresh_process(device, benchmark):
+        return call_in_fresh_process(fn, args, kwargs, timeout_s=timeout_s)
+    return fn(*args, **(kwargs or {}))

@@ -6,6 +6,11 @@ the first. Anywhere else, or when the data cannot be had (an offline GPU machine
 the cell would do, why it did not, and shows the day's recorded GPU result (``results/dayNN/``) or says there is
 none. It never raises for a missing GPU or dataset: a notebook must run top to bottom everywhere.
 
+On CUDA a run that turns ``cudnn.benchmark`` on trains in a fresh process
+(:func:`utils.fast_path.call_with_fresh_plans`): cuDNN keeps the plan of every convolution shape it has run for the
+life of the process, whatever the flag says later, so in this process such a run would reuse the plans an earlier
+run of the same shapes chose without autotuning, and could not differ from it.
+
 Every run measures its input path alone (:mod:`utils.input_path`). The section prints a verdict on the techniques
 (:func:`technique_verdicts`) only when no run was input-bound; otherwise it says which runs the loader limited and by
 how much (:func:`input_limits`), because their ratios then measure the loader at least as much as the technique.
@@ -22,9 +27,10 @@ from .course import smoke_mode
 from .data import DataSplits
 from .datasets import DatasetUnavailableError
 from .device import pick_device
+from .fast_path import call_with_fresh_plans, needs_fresh_process
 from .full_scale import FullScaleResult, describe_full_scale, full_scale_data, full_scale_run
 from .profiling import format_rows, load_recorded_results, recorded_report
-from .techniques import RunSettings
+from .techniques import TECHNIQUES, RunSettings
 
 #: One run of a section: a technique name, or ``(label, technique, overrides)`` for a technique with some knobs
 #: changed, e.g. ``("bf16+channels_last", "bf16", {"channels_last": True})``.
@@ -46,6 +52,17 @@ def _variant(entry: Variant) -> tuple[str, str, dict[str, Any]]:
         raise ValueError(f"Unknown setting(s) {', '.join(sorted(unknown))} for {label!r}: the knobs are "
                          f"{', '.join(RunSettings.__dataclass_fields__)}")
     return str(label), technique, overrides
+
+
+def benchmark_setting(technique: str, knobs: Mapping[str, Any]) -> bool | None:
+    """The ``cudnn_benchmark`` a run of ``technique`` with ``knobs`` (its overrides and the section's ``run_kwargs``)
+    sets: True, False, or None (it leaves the flag as it is)."""
+    return {**TECHNIQUES[technique][0], **knobs}.get("cudnn_benchmark")
+
+
+FRESH_PROCESS_NOTE = ("it turns cudnn.benchmark on, so it trains in a fresh process: cuDNN keeps the plan of every "
+                      "convolution shape it has run in a process whatever the flag says later, so here it would "
+                      "reuse the plans an earlier run chose without autotuning")
 
 
 def compare_full_scale(results: Sequence[FullScaleResult]) -> str:
@@ -175,6 +192,8 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
                         f"{k}={v!r}" for k, v in overrides.items()) + "."
                 else:
                     described.add(technique)
+            if benchmark_setting(technique, {**run_kwargs, **overrides}):
+                text += f" On a CUDA GPU {FRESH_PROCESS_NOTE}."
             print(" - " + text)
         _show_recorded(day, techniques_run, results_root)
         return []
@@ -187,8 +206,15 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
         return []
     results = []
     for label, technique, overrides in variants:
-        result = full_scale_run(technique, minutes=minutes, data=data, image_size=image_size, device=dev,
-                                allow_cpu=allow_cpu, **{**run_kwargs, **overrides})
+        kwargs = dict(minutes=minutes, data=data, image_size=image_size, device=dev, allow_cpu=allow_cpu,
+                      **{**run_kwargs, **overrides})
+        benchmark = benchmark_setting(technique, kwargs)
+        fresh = needs_fresh_process(dev, benchmark)
+        if fresh:
+            print(f"{label}: {FRESH_PROCESS_NOTE}.")
+            kwargs["progress"] = False                   # a bar in another process would not show here
+        result = call_with_fresh_plans(full_scale_run, (technique,), kwargs, device=dev, benchmark=benchmark)
+        result = replace(result, extras={**result.extras, "fresh_process": fresh})
         if label != technique:
             result = replace(result, technique=label, extras={**result.extras, "technique": technique,
                                                               "overrides": overrides})
