@@ -321,6 +321,20 @@ def test_after_cuda_init_workers_are_spawned_and_get_notebook_functions_by_value
 
 
 @pytest.mark.slow
+def test_a_spawned_worker_may_use_torch_backends_cudnn(monkeypatch):
+    # torch.backends.cudnn is a ModuleType subclass (CudnnModule) that plain cloudpickle cannot pickle; a notebook
+    # worker that sets cudnn.benchmark must still reach spawned workers (it goes by name).
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    cudnn = torch.backends.cudnn
+
+    def fn(rank: int, world_size: int):
+        cudnn.benchmark = True
+        return cudnn.benchmark
+
+    assert run_processes(fn, 1, timeout_s=120) == [True]
+
+
+@pytest.mark.slow
 def test_ddp_two_processes_match_one_process_on_the_global_batch():
     ddp = run_processes(_ddp_worker, 2, timeout_s=60)
     single = _model()

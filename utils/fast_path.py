@@ -28,12 +28,9 @@ The knobs:
 from __future__ import annotations
 
 import gc
-import importlib
-import io
 import pickle
 import sys
 import traceback
-import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -224,24 +221,6 @@ def _backend_flags() -> dict[str, Any]:
             "deterministic_algorithms": torch.are_deterministic_algorithms_enabled()}
 
 
-def _dumps_by_value(obj: Any) -> bytes:
-    """``cloudpickle.dumps(obj)``, except that a module object of a ``types.ModuleType`` subclass goes by name.
-    ``torch.backends.cudnn`` is one (``CudnnModule``): a notebook function that sets ``torch.backends.cudnn.benchmark``
-    refers to it, and plain cloudpickle cannot pickle it."""
-    import cloudpickle
-
-    class _Pickler(cloudpickle.Pickler):
-        def reducer_override(self, value: Any) -> Any:
-            if (isinstance(value, types.ModuleType) and type(value) is not types.ModuleType
-                    and sys.modules.get(value.__name__) is value):
-                return importlib.import_module, (value.__name__,)
-            return super().reducer_override(value)
-
-    buffer = io.BytesIO()
-    _Pickler(buffer).dump(obj)
-    return buffer.getvalue()
-
-
 def _call_with_flags(rank: int, world_size: int, job: bytes, flags: dict[str, Any]) -> tuple[bool, Any, str]:
     """The fresh process's side of :func:`call_in_fresh_process`: this process's flags, then ``fn`` of ``job`` (the
     pickled ``(fn, args, kwargs)``). Returns ``(True, value, "")``, or ``(False, the exception, its traceback)`` so
@@ -270,7 +249,7 @@ def call_in_fresh_process(fn: Callable[..., Any], args: tuple = (), kwargs: dict
     process's cached GPU memory is returned to the driver first, so that the fresh process finds it free. Starting
     one costs seconds (a new interpreter imports torch).
     """
-    from .processes import run_processes          # not at the top: utils.processes is a higher layer
+    from .processes import dumps_by_value, run_processes   # not at the top: utils.processes is a higher layer
     from .stderr_capture import capture_stderr
 
     name = getattr(fn, "__qualname__", repr(fn))
@@ -280,7 +259,7 @@ def call_in_fresh_process(fn: Callable[..., Any], args: tuple = (), kwargs: dict
         torch.cuda.empty_cache()
     with capture_stderr():                         # what the new interpreter prints before its own redirect
         try:
-            job = _dumps_by_value((fn, tuple(args), dict(kwargs or {})))
+            job = dumps_by_value((fn, tuple(args), dict(kwargs or {})))
         except Exception as err:
             raise TypeError(f"{name}, its arguments and the notebook globals it uses go to the fresh process by "
                             f"pickling, which failed: {type(err).__name__}: {err}. Build what cannot be pickled "

@@ -23,6 +23,8 @@ as red text under the cell, and nbgrader scores a test cell with any standard-er
 """
 from __future__ import annotations
 
+import importlib
+import io
 import multiprocessing as mp
 import os
 import pickle
@@ -33,6 +35,7 @@ import sys
 import tempfile
 import time
 import traceback
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -82,6 +85,24 @@ def start_method_for(device: str = "cpu") -> str:
     return "fork"
 
 
+def dumps_by_value(obj: Any) -> bytes:
+    """``cloudpickle.dumps(obj)``: notebook functions and the globals they use go by value. A module object of a
+    ``types.ModuleType`` subclass goes by name: ``torch.backends.cudnn`` is one (``CudnnModule``), which a function
+    that sets ``torch.backends.cudnn.benchmark`` refers to and plain cloudpickle cannot pickle."""
+    import cloudpickle
+
+    class _Pickler(cloudpickle.Pickler):
+        def reducer_override(self, value: Any) -> Any:
+            if (isinstance(value, types.ModuleType) and type(value) is not types.ModuleType
+                    and sys.modules.get(value.__name__) is value):
+                return importlib.import_module, (value.__name__,)
+            return super().reducer_override(value)
+
+    buffer = io.BytesIO()
+    _Pickler(buffer).dump(obj)
+    return buffer.getvalue()
+
+
 def _pack_for_spawn(fn: Callable[..., Any], args: tuple, kwargs: dict) -> bytes:
     try:
         import cloudpickle
@@ -92,7 +113,7 @@ def _pack_for_spawn(fn: Callable[..., Any], args: tuple, kwargs: dict) -> bytes:
                         "spawned worker cannot import, and cloudpickle is not installed to send it by value: "
                         "`pip install cloudpickle`, or move the function into a .py module.")
     try:
-        return (cloudpickle or pickle).dumps((fn, args, kwargs))
+        return dumps_by_value((fn, args, kwargs)) if cloudpickle else pickle.dumps((fn, args, kwargs))
     except Exception as err:
         raise TypeError(
             f"The workers start with 'spawn' (needed once CUDA is initialised in this process or the workers use "
