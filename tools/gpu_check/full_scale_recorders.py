@@ -375,6 +375,7 @@ DAY25_KNOBS = {"tf32": {"tf32": True}, "channels_last": {"channels_last": True},
                        "and peak memory, 40 steps each")
 def record_day25(ctx: Context) -> dict:
     from utils.full_scale import full_scale_run
+    from utils.full_scale_section import TECHNIQUES, benchmark_setting
     from utils.precision import has_native_bf16
 
     size, model, steps, batch = ctx.pick((32, "small_cnn", 4, 8), (224, "resnet50", 40, 64))
@@ -394,10 +395,22 @@ def record_day25(ctx: Context) -> dict:
                      if r["peak_memory_gib"] is not None and r["memory_vs_baseline"] is not None else "")
                   for r in rows] or [NOTHING_MEASURED]
         lines += _input_lines(rows)
+        reused = [r["run"] for r in rows if r.get("cudnn_plans") == "reused"]
+        if reused:    # the kit's budget has no room for a fresh process per flag-on run, as the notebook starts
+            lines.append(f"{', '.join(reused)}: cudnn.benchmark on, but in the process that already ran these shapes "
+                         "with the same layout and TF32 setting and the flag off; cuDNN's plan cache is keyed without "
+                         "the flag, so these rows reuse those plans and do not measure autotuning (Day 25's own "
+                         "full-size run trains them in a fresh process)")
         if skipped:
             lines.append(f"not run (time budget spent): {', '.join(skipped)}")
         return lines
 
+    def conv_key(technique: str, knobs: dict) -> tuple[bool, bool]:
+        # What cuDNN's plan cache keys on besides the shapes and the (here always half) dtype: layout and TF32.
+        setting = {**TECHNIQUES[technique][0], **knobs}
+        return bool(setting.get("channels_last")), bool(setting.get("tf32"))
+
+    ran_keys: set[tuple[bool, bool]] = set()
     with imagenette_data(ctx, size, train_per_class=ctx.pick(12, 26)) as (data, source):
         for label, technique, knobs in variants:
             if ctx.left_s() < ctx.pick(0, 5):
@@ -407,7 +420,10 @@ def record_day25(ctx: Context) -> dict:
                                num_workers=ctx.pick(0, None), eval_batches=0, device=ctx.device,
                                allow_cpu=ctx.tiny, progress=False, **knobs)
             rows.append({**_run_row(r, label, steps), "technique": technique,
-                         "knobs": ", ".join(f"{k}={v}" for k, v in knobs.items()) or "-"})
+                         "knobs": ", ".join(f"{k}={v}" for k, v in knobs.items()) or "-",
+                         "cudnn_plans": "reused" if ctx.cuda and benchmark_setting(technique, knobs)
+                         and conv_key(technique, knobs) in ran_keys else "-"})
+            ran_keys.add(conv_key(technique, knobs))
             free_device_memory(ctx.device)
             _relative(rows)
             ctx.save({"summary": summary(), "rows": rows, "model": model, "image_px": size, "batch": batch,
