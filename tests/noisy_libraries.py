@@ -33,9 +33,6 @@ def _noisy_popen_init(self, *args, **kwargs):
     _popen_init(self, *args, **kwargs)
 
 
-subprocess.Popen.__init__ = _noisy_popen_init
-
-
 def _patch_torch(torch) -> None:
     import torch.autograd.profiler as autograd_profiler
     import torch.utils.data.dataloader as dataloader
@@ -99,9 +96,9 @@ class _AfterTorchImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-if QUIET:
-    subprocess.Popen.__init__ = _popen_init
-elif "torch" in sys.modules:
-    _patch_torch(sys.modules["torch"])
-else:
-    sys.meta_path.insert(0, _AfterTorchImport())
+if not QUIET:
+    subprocess.Popen.__init__ = _noisy_popen_init
+    if "torch" in sys.modules:
+        _patch_torch(sys.modules["torch"])
+    else:
+        sys.meta_path.insert(0, _AfterTorchImport())

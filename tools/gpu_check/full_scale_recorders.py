@@ -375,7 +375,8 @@ DAY25_KNOBS = {"tf32": {"tf32": True}, "channels_last": {"channels_last": True},
                        "and peak memory, 40 steps each")
 def record_day25(ctx: Context) -> dict:
     from utils.full_scale import full_scale_run
-    from utils.full_scale_section import TECHNIQUES, benchmark_setting
+    from utils.full_scale_section import benchmark_setting
+    from utils.techniques import TECHNIQUES
     from utils.precision import has_native_bf16
 
     size, model, steps, batch = ctx.pick((32, "small_cnn", 4, 8), (224, "resnet50", 40, 64))
