@@ -6,6 +6,8 @@ happens in a course folder of its own (see docs/instructor_guide.md), never in t
 """
 import os
 
+from jupyter_core.paths import jupyter_runtime_dir
+
 c = get_config()  # noqa: F821  (provided by nbgrader)
 
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
@@ -16,6 +18,16 @@ c.CourseDirectory.release_directory = "days"
 # Notebooks detect NBGRADER_EXECUTION (set by nbgrader while it executes) and run at smoke size, so a smoke-size
 # notebook takes well under a minute. The limit is per cell; the default 30 s is too tight for a slow laptop.
 c.Execute.timeout = 300
+# Kernels talk to nbgrader over Unix sockets, not TCP ports. A TCP kernel's ports are picked free by nbgrader, released,
+# then bound by the kernel a second later; any process that opens a connection in between can take one, and the
+# kernel dies before it starts ("Kernel died before replying to kernel_info", jupyter_client issue 487). The
+# distributed days' process groups open many connections, so grading them next to other work hit it. A TCP kernel also
+# logs "running over TCP without encryption" at every start. nbgrader runs one kernel at a time, so one socket prefix
+# per nbgrader process (in the user's private runtime folder) never collides.
+if os.name == "posix":
+    os.makedirs(jupyter_runtime_dir(), mode=0o700, exist_ok=True)
+    c.KernelManager.transport = "ipc"
+    c.KernelManager.ip = os.path.join(jupyter_runtime_dir(), f"nbgrader-{os.getpid()}")
 # A learner's stub must fail loudly, and a crash in one cell must not stop the others from being graded.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"

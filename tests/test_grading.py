@@ -31,6 +31,33 @@ def test_every_day_has_a_notebook_and_a_learner_copy():
         assert src == rel, f"days/{day} has {rel}, solutions/{day} has {src}: run `make days`"
 
 
+def test_grading_kernels_use_unix_sockets_outside_the_submission(tmp_path, monkeypatch):
+    """nbgrader_config.py gives every kernel nbgrader starts Unix sockets in the private runtime folder: a TCP kernel
+    can lose a port it was given to another process before it binds it, and dies before it starts (a distributed day
+    graded next to other work hit it in CI). The sockets must not land in the submission's folder, where the notebook
+    runs."""
+    from jupyter_client.manager import KernelManager
+    from nbclient import NotebookClient
+    from nbformat import v4
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    monkeypatch.chdir(tmp_path)
+    nb = v4.new_notebook(cells=[v4.new_code_cell("import os; print(sorted(os.listdir('.')))")],
+                         metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    seen: dict = {}
+
+    class RecordingKernelManager(KernelManager):
+        def write_connection_file(self, **kwargs):
+            super().write_connection_file(**kwargs)
+            seen.update(self.get_connection_info())
+
+    NotebookClient(nb, config=config, kernel_manager_class=RecordingKernelManager, timeout=60).execute()
+    assert seen["transport"] == "ipc", "grading kernels talk over TCP: set c.KernelManager.transport in nbgrader_config"
+    assert not Path(seen["ip"]).is_relative_to(tmp_path), f"kernel sockets at {seen['ip']}, in the submission's folder"
+    assert nb.cells[0].outputs[0]["text"].strip() == "[]", "the kernel's sockets show in the folder the notebook runs in"
+
+
 # Cell metadata that a notebook run or a JupyterLab session adds; nbstripout removes it too (tools/githooks).
 RUN_METADATA = ("ExecuteTime", "execution", "collapsed", "scrolled")
 
