@@ -132,7 +132,8 @@ def oom_safe_fits(attempt, device):
     Alternative(
         cell="day09_oom_safe_fits",
         why="written for a Mac as well: matches 'out of memory' in any case (Apple's MPS raises its out-of-memory "
-            "error as a plain RuntimeError) and empties the MPS cache on an mps device, the CUDA cache on CUDA",
+            "error as a plain RuntimeError) and frees MPS memory on an mps device (synchronize, then empty the cache, as "
+            "utils.batch_size does on CUDA), the CUDA cache on CUDA",
         source='''import gc
 
 def _ran_out_of_memory(error: BaseException) -> bool:
@@ -156,6 +157,7 @@ def oom_safe_fits(attempt, device):
             if kind == "cuda":
                 torch.cuda.empty_cache()
             elif kind == "mps":
+                torch.mps.synchronize()
                 torch.mps.empty_cache()
         return not failed
 
