@@ -74,9 +74,11 @@ def variants(solution: dict) -> dict[str, tuple[dict | str, float | None]]:
         "deleted_test_cell": (_without_cell(solution, "day12_accumulation_plan_tests"),
                               FULL - POINTS["accumulation_plan"]),
         "duplicated_grade_id": (_with_pasted_copy(solution, "day12_accumulate_gradients"), FULL),
-        "infinite_loop": (_edit(solution, "def accumulate_gradients", "def accumulate_gradients(",
-                                "while True:\n    pass\n\ndef accumulate_gradients("),
-                          FULL - POINTS["accumulate_gradients"]),  # interrupted at the cell timeout
+        # a cell that never returns, as one waiting on a process that died does: interrupted at the cell timeout.
+        # It sleeps rather than spins, so that it costs the suite the timeout's wall time but no CPU.
+        "hung_cell": (_edit(solution, "def accumulate_gradients", "def accumulate_gradients(",
+                            "import time\nwhile True:\n    time.sleep(0.2)\n\ndef accumulate_gradients("),
+                      FULL - POINTS["accumulate_gradients"]),
         "invalid_json": ('{"cells": [ this is not json', None),
     }
 
@@ -107,7 +109,7 @@ def test_a_class_of_submissions_grades_as_expected(tmp_path: Path):
 
     start = time.perf_counter()
     log: list[str] = []
-    # A per-cell limit below the configured five minutes, so the infinite loop costs only this long; it must stay
+    # A per-cell limit below the configured five minutes, so the hung cell costs only this long; it must stay
     # well above Day 12's longest honest cell (the setup cell, under 7 s on a loaded machine).
     outcomes = {o.student: o for o in grade_class(course, DAY, cell_timeout_s=40, log=log.append)}
     elapsed = time.perf_counter() - start
