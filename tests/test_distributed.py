@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -580,3 +581,53 @@ def test_torchfrtrace_explains_an_older_version_that_reads_only_nccl_dumps(tmp_p
     monkeypatch.setattr(fr_trace, "main", broken_main)
     with pytest.raises(AssertionError, match="something else"):
         torchfrtrace(tmp_path)
+
+
+def _sleeping_worker(rank: int, world_size: int, pid_dir: str) -> None:
+    (Path(pid_dir) / f"{rank}.pid").write_text(str(os.getpid()))
+    time.sleep(120)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError])
+def test_no_worker_outlives_an_interrupted_or_failed_call(tmp_path, monkeypatch, stop):
+    # The learner stops the cell (or something raises) while the workers run: the old run_processes left them
+    # running, on the GPU too, next to the cell's rerun.
+    import utils.processes as P
+
+    def wait_then_stop(pipes, procs, timeout_s, stderr_files):
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("*.pid"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        raise stop("stopped while the workers ran")
+
+    monkeypatch.setattr(P, "_collect", wait_then_stop)
+    with pytest.raises(stop):
+        run_processes(_sleeping_worker, 2, (str(tmp_path),), timeout_s=120, start_method="fork")
+    pids = [int(f.read_text()) for f in tmp_path.glob("*.pid")]
+    assert len(pids) == 2 and not any(_running(pid) for pid in pids)
+
+
+@pytest.mark.slow
+def test_a_worker_past_the_timeout_is_killed(tmp_path):
+    (outcome,) = run_processes(_sleeping_worker, 1, (str(tmp_path),), timeout_s=10, start_method="fork",
+                               raise_on_error=False)
+    assert "did not report within 10 s; it was killed" in outcome.error
+    assert not _running(int((tmp_path / "0.pid").read_text()))
+
+
+@pytest.mark.slow
+def test_a_worker_may_start_dataloader_workers():
+    # The old workers were daemonic, and a daemonic process may not have children.
+    def batch_sums(rank: int, world_size: int):
+        from torch.utils.data import DataLoader
+        return [int(b.sum()) for b in DataLoader(list(range(8)), batch_size=4, num_workers=1)]
+
+    assert run_processes(batch_sums, 1, timeout_s=60, start_method="fork") == [[6, 22]]

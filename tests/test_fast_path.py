@@ -138,11 +138,15 @@ def test_off_cuda_the_call_is_a_plain_call_in_this_process():
 
 
 @pytest.mark.slow
-def test_a_simulated_cuda_run_with_the_flag_on_is_planned_in_a_fresh_process_with_this_process_flags():
-    # device="cuda" is only read, never used, by the helper: the decision and the process start run on a CPU. The
-    # old way (time both settings in this process) returns this process's id and fails the first assert.
+def test_a_simulated_cuda_run_with_the_flag_on_is_planned_in_a_fresh_process_with_this_process_flags(monkeypatch):
+    # The CPU is treated as a device that caches plans (the fresh process would open a real CUDA device, which this
+    # machine may not have). The old way (time both settings in this process) returns this process's id and fails
+    # the first assert.
     import os
+    import utils.fast_path as FP
     from utils.fast_path import call_with_fresh_plans
+
+    monkeypatch.setattr(FP, "needs_fresh_process", lambda device, benchmark: bool(benchmark))
 
     def where_and_flags(extra):
         # Reads torch.backends.cudnn, as a notebook's timing function sets it: that module object is a ModuleType
@@ -157,7 +161,7 @@ def test_a_simulated_cuda_run_with_the_flag_on_is_planned_in_a_fresh_process_wit
         torch.backends.cudnn.benchmark = True
         torch.set_float32_matmul_precision("high")
         parent_flags = fast_path_flags()
-        pid, flags, threads, extra = call_with_fresh_plans(where_and_flags, ({"x": 1},), device="cuda",
+        pid, flags, threads, extra = call_with_fresh_plans(where_and_flags, ({"x": 1},), device="cpu",
                                                            benchmark=True)
     finally:
         restore_fast_path_flags(before)
@@ -181,3 +185,105 @@ def test_an_error_in_the_fresh_process_raises_here_with_its_traceback():
     assert any("in its fresh process" in note and "fails" in note for note in err.value.__notes__)
     with pytest.raises(RuntimeError, match="(?s)dies failed in its fresh process.*exited with code 3"):
         call_in_fresh_process(dies, timeout_s=120)
+
+
+# A GPU in exclusive-process compute mode admits one CUDA context, and this process holds it: a fresh process fails
+# at its first CUDA call ("CUDA-capable device(s) is/are busy or unavailable"). The flag-on arm then runs here,
+# labelled, instead of stopping the notebook with a RuntimeError.
+
+class _FakeNVML:
+    """The part of pynvml that reads a GPU's compute mode."""
+    NVML_COMPUTEMODE_DEFAULT, NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 0, 1
+    NVML_COMPUTEMODE_PROHIBITED, NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 2, 3
+
+    def __init__(self, mode):
+        self.mode = mode
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetComputeMode(self, handle):
+        assert handle == "handle of cuda:0"
+        return self.mode
+
+
+def _pretend_this_process_holds_a_cuda_context(monkeypatch, mode):
+    import sys
+    import utils.monitoring
+    monkeypatch.setitem(sys.modules, "pynvml", _FakeNVML(mode))
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(utils.monitoring, "nvml_handle_for_cuda_device",
+                        lambda nvml, index: (f"handle of cuda:{index}", "UUID GPU-fake"))
+
+
+def test_nvml_tells_when_a_gpu_admits_no_second_process(monkeypatch):
+    from utils.fast_path import _second_context_refused
+    _pretend_this_process_holds_a_cuda_context(monkeypatch, mode=3)
+    assert "exclusive-process compute mode" in _second_context_refused(torch.device("cuda"))
+    _pretend_this_process_holds_a_cuda_context(monkeypatch, mode=0)
+    assert _second_context_refused(torch.device("cuda")) is None
+    _pretend_this_process_holds_a_cuda_context(monkeypatch, mode=3)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)       # no context here yet: the GPU is free
+    assert _second_context_refused(torch.device("cuda")) is None
+
+
+def test_on_an_exclusive_process_gpu_the_flag_on_arm_runs_here_and_says_plans_were_reused(monkeypatch):
+    # The old helper started a fresh process anyway (here: synchronize() on a CPU build raises; on such a GPU the
+    # child's RuntimeError stopped the cell).
+    import os
+    import utils.processes
+    from utils.fast_path import (PLANS_REUSED, FreshProcessUnavailable, call_in_fresh_process,
+                                 call_with_fresh_plans, run_with_fresh_plans)
+
+    _pretend_this_process_holds_a_cuda_context(monkeypatch, mode=3)
+
+    def no_process(*args, **kwargs):
+        raise AssertionError("no process may start: the GPU would refuse it")
+
+    monkeypatch.setattr(utils.processes, "run_processes", no_process)
+    arm = run_with_fresh_plans(os.getpid, device="cuda", benchmark=True)
+    assert arm.value == os.getpid() and not arm.fresh_process
+    assert arm.note.startswith(PLANS_REUSED) and "exclusive-process" in arm.note
+    assert call_with_fresh_plans(os.getpid, device="cuda", benchmark=True) == os.getpid()
+    with pytest.raises(FreshProcessUnavailable):
+        call_in_fresh_process(os.getpid, device="cuda")
+    flag_off = run_with_fresh_plans(os.getpid, device="cuda", benchmark=False)    # nothing to label
+    assert flag_off.value == os.getpid() and flag_off.note == "" and not flag_off.fresh_process
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine where a fresh process cannot open CUDA")
+def test_when_the_fresh_process_cannot_open_the_gpu_the_arm_runs_here_before_fn_ran_there(tmp_path):
+    # NVML cannot tell here (no driver), so the fresh process starts and fails to open "cuda" before fn runs, as a
+    # second process does on an exclusive-process GPU. The old helper raised RuntimeError from fn's first CUDA call.
+    import os
+    from utils.fast_path import PLANS_REUSED, FreshProcessUnavailable, call_in_fresh_process, run_with_fresh_plans
+
+    def leaves_a_trace(folder):
+        import os as os_
+        open(os_.path.join(folder, f"{os_.getpid()}.ran"), "w").close()
+        return os_.getpid()
+
+    with pytest.raises(FreshProcessUnavailable, match="could not open cuda"):
+        call_in_fresh_process(leaves_a_trace, (str(tmp_path),), device="cuda", timeout_s=120)
+    assert list(tmp_path.iterdir()) == [], "fn must not run in a process that could not open the device"
+    arm = run_with_fresh_plans(leaves_a_trace, (str(tmp_path),), device="cuda", benchmark=True, timeout_s=120)
+    assert arm.value == os.getpid() and not arm.fresh_process and arm.note.startswith(PLANS_REUSED)
+    assert [p.name for p in tmp_path.iterdir()] == [f"{os.getpid()}.ran"]
+
+
+@pytest.mark.slow
+def test_the_fresh_process_may_start_dataloader_workers():
+    # A daemonic process may not have children: the old fresh process raised "daemonic processes are not allowed to
+    # have children" at the loader's first batch (full_scale_section with input_path="dataloader" on CUDA).
+    from utils.fast_path import call_in_fresh_process
+
+    def batch_sums():
+        from torch.utils.data import DataLoader
+        return [int(b.sum()) for b in DataLoader(list(range(8)), batch_size=4, num_workers=1)]
+
+    assert call_in_fresh_process(batch_sums, timeout_s=120) == [6, 22]

@@ -11,8 +11,9 @@ The knobs:
   input shape and keeps the fastest. CUDA only; wasteful when input shapes vary (it re-tunes for every new shape).
   "New" means new to this *process*: cuDNN keeps the plan of every convolution it has run for the life of the
   process, under a key that leaves the flag out, so a shape already run with the flag off keeps its heuristic plan
-  after the flag is switched on. :func:`call_with_fresh_plans` runs a measurement that turns it on in a fresh
-  process, so that it really autotunes.
+  after the flag is switched on. :func:`run_with_fresh_plans` runs a measurement that turns it on in a fresh
+  process, so that it really autotunes; where the GPU admits no second process (exclusive-process compute mode) it
+  runs it here and labels it :data:`PLANS_REUSED`.
 - ``tf32``: ``torch.backends.cuda.matmul.fp32_precision`` and ``torch.backends.cudnn.conv.fp32_precision``
   (``"tf32"`` or ``"ieee"``; the legacy ``allow_tf32`` flags and ``torch.set_float32_matmul_precision`` are kept in
   agreement by :mod:`utils.tf32`): fp32 matmuls and convolutions on TF32 tensor cores (10-bit mantissa). Needs
@@ -39,7 +40,8 @@ import torch
 from .tf32 import restore_tf32_flags, set_tf32, tf32_flags
 
 __all__ = ["FastPathDecision", "plan_fast_path", "apply_fast_path", "fast_path_flags", "restore_fast_path_flags",
-           "multi_tensor_apply_launches", "needs_fresh_process", "call_in_fresh_process", "call_with_fresh_plans"]
+           "multi_tensor_apply_launches", "needs_fresh_process", "call_in_fresh_process", "call_with_fresh_plans",
+           "run_with_fresh_plans", "FreshPlansRun", "FreshProcessUnavailable", "PLANS_REUSED"]
 
 TF32_MIN_CAPABILITY = (8, 0)
 TENSOR_CORE_MIN_CAPABILITY = (7, 0)
@@ -214,6 +216,43 @@ def needs_fresh_process(device: torch.device | str, benchmark: bool | None) -> b
     return torch.device(device).type == "cuda" and on
 
 
+#: The label of a flag-on measurement that could not run in a fresh process (the GPU check kit's recorder says the same
+#: of its rows): cuDNN reused the plans this process holds, so the measurement does not show what autotuning buys.
+PLANS_REUSED = "plans reused: autotuning not measured"
+
+
+class FreshProcessUnavailable(RuntimeError):
+    """A fresh process cannot open the CUDA device: the GPU is in exclusive-process compute mode (one CUDA context
+    per device, and this process holds it), or the second context found no room."""
+
+
+def _second_context_refused(device: torch.device) -> str | None:
+    """Why NVML says a second process cannot open CUDA ``device`` now, or ``None`` (it can, or NVML cannot tell).
+
+    A GPU in EXCLUSIVE_PROCESS compute mode (``nvidia-smi -c 3``, set on some shared clusters) admits one CUDA
+    context; once this process holds it, another process's first CUDA call fails with "CUDA-capable device(s) is/are
+    busy or unavailable"."""
+    if device.type != "cuda" or not torch.cuda.is_initialized():
+        return None                                # no context here yet: the fresh process may take the GPU
+    try:
+        import pynvml                              # nvidia-ml-py, a course requirement
+
+        from .monitoring import nvml_handle_for_cuda_device
+        pynvml.nvmlInit()
+        try:
+            index = torch.cuda.current_device() if device.index is None else device.index
+            handle, _ = nvml_handle_for_cuda_device(pynvml, index)
+            mode = pynvml.nvmlDeviceGetComputeMode(handle)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:                              # no NVML, a MIG slice without the query, ...: the child will tell
+        return None
+    if mode in (pynvml.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS, pynvml.NVML_COMPUTEMODE_EXCLUSIVE_THREAD):
+        return (f"{device} is in exclusive-process compute mode and this process already holds its one CUDA "
+                "context")
+    return None
+
+
 def _backend_flags() -> dict[str, Any]:
     """The flags a fresh process must share with this one to compute the same way: :func:`fast_path_flags`,
     cuDNN's deterministic mode and ``torch.use_deterministic_algorithms``."""
@@ -221,22 +260,30 @@ def _backend_flags() -> dict[str, Any]:
             "deterministic_algorithms": torch.are_deterministic_algorithms_enabled()}
 
 
-def _call_with_flags(rank: int, world_size: int, job: bytes, flags: dict[str, Any]) -> tuple[bool, Any, str]:
-    """The fresh process's side of :func:`call_in_fresh_process`: this process's flags, then ``fn`` of ``job`` (the
-    pickled ``(fn, args, kwargs)``). Returns ``(True, value, "")``, or ``(False, the exception, its traceback)`` so
-    that the caller can raise the same type."""
+def _call_with_flags(rank: int, world_size: int, job: bytes, flags: dict[str, Any],
+                     device: str | None = None) -> tuple[str, Any, str]:
+    """The fresh process's side of :func:`call_in_fresh_process`: open CUDA ``device`` (if one is given), this
+    process's flags, then ``fn`` of ``job`` (the pickled ``(fn, args, kwargs)``). Returns ``("ok", value, "")``,
+    ``("raised", the exception, its traceback)`` so that the caller can raise the same type, or ``("no device",
+    the error in words, its traceback)`` when the device could not be opened, before ``fn`` ran."""
+    if device is not None and torch.device(device).type == "cuda":
+        try:                                       # creates this process's CUDA context, or fails if the GPU refuses
+            torch.empty(1, device=device)
+            torch.cuda.synchronize(device)
+        except Exception as err:
+            return "no device", f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}", traceback.format_exc()
     fn, args, kwargs = pickle.loads(job)
     restore_fast_path_flags(flags)
     torch.backends.cudnn.deterministic = flags["cudnn.deterministic"]
     torch.use_deterministic_algorithms(flags["deterministic_algorithms"])
     try:
-        return True, fn(*args, **kwargs), ""
+        return "ok", fn(*args, **kwargs), ""
     except Exception as err:
-        return False, err, traceback.format_exc()
+        return "raised", err, traceback.format_exc()
 
 
 def call_in_fresh_process(fn: Callable[..., Any], args: tuple = (), kwargs: dict[str, Any] | None = None, *,
-                          timeout_s: float = 1800.0) -> Any:
+                          device: torch.device | str | None = None, timeout_s: float = 1800.0) -> Any:
     """Return ``fn(*args, **kwargs)`` computed in a fresh, spawned Python process: no cuDNN plan, no allocator cache,
     no autograd thread carried over from this one. It starts with this process's backend flags
     (``cudnn.benchmark``, TF32, deterministic modes) and torch thread count; ``fn`` may set its own.
@@ -247,12 +294,21 @@ def call_in_fresh_process(fn: Callable[..., Any], args: tuple = (), kwargs: dict
     of the same type (``torch.OutOfMemoryError`` stays one) with the fresh process's traceback in its notes; a
     process that dies, runs past ``timeout_s`` or returns what cannot be pickled raises ``RuntimeError``. This
     process's cached GPU memory is returned to the driver first, so that the fresh process finds it free. Starting
-    one costs seconds (a new interpreter imports torch).
+    one costs seconds (a new interpreter imports torch), and on a GPU a second CUDA context: a few hundred MB of
+    device memory that a run in this process would not need, next to what this process's live tensors hold.
+
+    ``device``: the CUDA device ``fn`` will use. The fresh process opens it before ``fn`` runs; where it cannot (a
+    GPU in exclusive-process compute mode, which NVML reports before anything starts, or no memory left for its
+    context), :class:`FreshProcessUnavailable` is raised and ``fn`` has not run. ``timeout_s``: seconds.
     """
     from .processes import dumps_by_value, run_processes   # not at the top: utils.processes is a higher layer
     from .stderr_capture import capture_stderr
 
     name = getattr(fn, "__qualname__", repr(fn))
+    device = None if device is None else torch.device(device)
+    refused = None if device is None else _second_context_refused(device)
+    if refused:
+        raise FreshProcessUnavailable(f"no fresh process for {name}: {refused}")
     gc.collect()
     if torch.cuda.is_initialized():
         torch.cuda.synchronize()
@@ -264,31 +320,64 @@ def call_in_fresh_process(fn: Callable[..., Any], args: tuple = (), kwargs: dict
             raise TypeError(f"{name}, its arguments and the notebook globals it uses go to the fresh process by "
                             f"pickling, which failed: {type(err).__name__}: {err}. Build what cannot be pickled "
                             "(open files, DataLoader iterators, CUDA tensors) inside the function.") from err
-        (outcome,) = run_processes(_call_with_flags, 1, (job, _backend_flags()),
+        opens = None if device is None else str(device)
+        (outcome,) = run_processes(_call_with_flags, 1, (job, _backend_flags(), opens),
                                    timeout_s=timeout_s, threads_per_process=torch.get_num_threads(),
                                    start_method="spawn", raise_on_error=False)
     if not outcome.ok:
         tail = "\n".join(outcome.stderr.strip().splitlines()[-10:])
         raise RuntimeError(f"{name} failed in its fresh process:\n{outcome.error}"
                            + (f"\nits last standard-error lines:\n{tail}" if tail else ""))
-    ok, value, child_traceback = outcome.value
-    if not ok:
+    status, value, child_traceback = outcome.value
+    if status == "no device":
+        raise FreshProcessUnavailable(f"no fresh process for {name}: a second process could not open {device} "
+                                      f"({value})")
+    if status == "raised":
         value.add_note(f"raised by {name} in its fresh process:\n{child_traceback}")
         raise value
     return value
 
 
-def call_with_fresh_plans(fn: Callable[..., Any], args: tuple = (), kwargs: dict[str, Any] | None = None, *,
-                          device: torch.device | str, benchmark: bool | None, timeout_s: float = 1800.0) -> Any:
-    """Return ``fn(*args, **kwargs)``, a measurement that runs convolutions on ``device`` with ``cudnn.benchmark``
-    set to ``benchmark``, computed where cuDNN plans its convolutions under that setting: in a fresh process
+@dataclass(frozen=True)
+class FreshPlansRun:
+    """What :func:`run_with_fresh_plans` returns: ``value``, ``fn``'s; ``fresh_process``, whether ``fn`` ran in a
+    fresh process; ``note``, ``""`` when cuDNN planned under the flag asked for, else :data:`PLANS_REUSED` and why
+    (print it with the measurement)."""
+
+    value: Any
+    fresh_process: bool
+    note: str = ""
+
+
+def run_with_fresh_plans(fn: Callable[..., Any], args: tuple = (), kwargs: dict[str, Any] | None = None, *,
+                         device: torch.device | str, benchmark: bool | None,
+                         timeout_s: float = 1800.0) -> FreshPlansRun:
+    """Run ``fn(*args, **kwargs)``, a measurement that runs convolutions on ``device`` with ``cudnn.benchmark`` set to
+    ``benchmark``, where cuDNN plans its convolutions under that setting: in a fresh process
     (:func:`call_in_fresh_process`) when :func:`needs_fresh_process` says so (CUDA, flag on), here otherwise. One
-    call for every device: on a CPU or MPS it is a plain call.
+    call for every device: on a CPU or MPS it is a plain call. ``timeout_s``: seconds for the fresh process.
 
     With the flag off nothing needs a fresh process: a plan this process already holds for the shape is the
     heuristic's, the plan the flag-off run would choose anyway, as long as no run with the flag on has planned the
     same shapes here, which running those in fresh processes guarantees.
+
+    Where the GPU admits no second process (:class:`FreshProcessUnavailable`), ``fn`` runs here instead, and the
+    returned ``note`` says :data:`PLANS_REUSED`: for shapes this process has already run, cuDNN keeps the plans it
+    chose then, with the flag off.
     """
-    if needs_fresh_process(device, benchmark):
-        return call_in_fresh_process(fn, args, kwargs, timeout_s=timeout_s)
-    return fn(*args, **(kwargs or {}))
+    if not needs_fresh_process(device, benchmark):
+        return FreshPlansRun(fn(*args, **(kwargs or {})), fresh_process=False)
+    try:
+        return FreshPlansRun(call_in_fresh_process(fn, args, kwargs, device=device, timeout_s=timeout_s),
+                             fresh_process=True)
+    except FreshProcessUnavailable as err:
+        note = (f"{PLANS_REUSED} ({err}; it ran in this process, where cuDNN keeps the plans it chose with the flag "
+                "off for the shapes already run)")
+        return FreshPlansRun(fn(*args, **(kwargs or {})), fresh_process=False, note=note)
+
+
+def call_with_fresh_plans(fn: Callable[..., Any], args: tuple = (), kwargs: dict[str, Any] | None = None, *,
+                          device: torch.device | str, benchmark: bool | None, timeout_s: float = 1800.0) -> Any:
+    """``run_with_fresh_plans(...).value``: ``fn``'s value alone. It runs here when the GPU admits no fresh process,
+    without a word; to say so next to the measurement, use :func:`run_with_fresh_plans` and print its ``note``."""
+    return run_with_fresh_plans(fn, args, kwargs, device=device, benchmark=benchmark, timeout_s=timeout_s).value

@@ -222,7 +222,9 @@ def run_processes(fn: Callable[..., Any], world_size: int = 2, args: Sequence[An
                   raise_on_error: bool = True, start_method: str | None = None,
                   keep_stderr: bool = True) -> list[Any] | list[RankOutcome]:
     """Start ``world_size`` workers, run ``fn(rank, world_size, *args, **kwargs)`` in each inside a process group,
-    and return the values in rank order.
+    and return the values in rank order. The workers are not daemonic, so they may start processes of their own
+    (DataLoader workers); a worker still running when this call ends (past ``timeout_s``, after an error, or on
+    ``KeyboardInterrupt`` when you stop the cell) is killed.
 
     Args:
         fn: the worker function. Its return value must be picklable; return CPU tensors.
@@ -264,16 +266,26 @@ def run_processes(fn: Callable[..., Any], world_size: int = 2, args: Sequence[An
     try:
         for rank in range(world_size):
             recv, send = ctx.Pipe(duplex=False)
+            # Not daemonic: a daemonic process may not start children, so a worker could not start DataLoader
+            # workers. The `finally` below kills every worker still alive, so none outlives this call.
             p = ctx.Process(target=_worker, args=(job, rank, world_size, port, backend, device, coll_timeout,
                                                   threads_per_process, dict(env or {}), send,
                                                   str(stderr_files[rank]) if stderr_files[rank] else None),
-                            daemon=True)
-            p.start()
-            send.close()
+                            daemon=False)
             pipes.append(recv)
             procs.append(p)
+            p.start()
+            send.close()
         outcomes = _collect(pipes, procs, timeout_s, stderr_files)
     finally:
+        # After an error or an interrupt (KeyboardInterrupt: the learner stopped the cell) the workers would go on
+        # running, on the GPU too, next to whatever runs next: kill them.
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
+        for recv in pipes:
+            recv.close()
         if stderr_dir is not None:
             shutil.rmtree(stderr_dir, ignore_errors=True)
     if not raise_on_error:
