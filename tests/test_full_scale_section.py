@@ -175,3 +175,169 @@ def test_without_a_gpu_a_benchmark_variant_is_described_with_its_fresh_process(t
                        device="cpu", results_root=str(tmp_path))
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith(" - ")]
     assert ["fresh process" in line for line in lines] == [False, True, True]
+
+
+# ------------------------------------------------- a small GPU: the batch is fitted, and failures fall back
+# A CUDA card is simulated on the CPU at its seam: `free_device_bytes` (torch.cuda.mem_get_info plus the allocator's
+# unused cache on a real card) returns a small number, and the runs are fakes that record the batch they were given
+# and raise what a GPU would. The probe that measures one image's saved activations runs for real, on the CPU.
+from types import SimpleNamespace
+
+TOY_DATA = SimpleNamespace(num_classes=3, image_size=32, name="toy")
+SMALL = dict(model="small_cnn", steps=2, device="cpu", allow_cpu=True, data=TOY_DATA)
+
+
+def _fake_result(technique: str, batch_size: int) -> FullScaleResult:
+    return FullScaleResult(
+        technique=technique, settings={}, model="small_cnn", dataset="toy", image_size=32, batch_size=batch_size,
+        micro_batch_size=batch_size, optimizer_steps=2, images=2 * batch_size, epochs=0.1, timed_images=batch_size,
+        timed_s=1.0, images_per_s=float(batch_size), data_wait_share=0.0, peak_memory_bytes=2**30, train_loss=1.0,
+        accuracy=0.5, eval_images=6, setup_s=0.0, eval_s=0.0, hardware="simulated 6 GB card",
+        loader_images_per_s=10.0 * batch_size)
+
+
+@pytest.fixture
+def small_card(monkeypatch):
+    """A card on which 20 images of small_cnn at 32 px fit (so batch 16 of a requested 64); the fake runs' calls."""
+    import utils.full_scale_section as FSS
+    from utils.memory_guard import USABLE_SHARE, plan_batch_size
+    from utils.models import build_model
+
+    probe = plan_batch_size(build_model("small_cnn", 3, image_size=32), (3, 32, 32), preferred=64, device="cpu",
+                            free_bytes=10**12)
+    free = int((probe.fixed_bytes + 20 * probe.per_sample_bytes) / USABLE_SHARE)
+    monkeypatch.setattr(FSS, "free_device_bytes", lambda device: free)
+    calls = []
+
+    def fake_run(technique, **kwargs):
+        calls.append((technique, kwargs["batch_size"]))
+        return _fake_result(technique, kwargs["batch_size"])
+
+    monkeypatch.setattr(FSS, "full_scale_run", fake_run)
+    return SimpleNamespace(calls=calls, free=free, per_sample=probe.per_sample_bytes, fixed=probe.fixed_bytes)
+
+
+def test_on_a_small_card_the_default_batch_is_fitted_and_every_run_says_so(tmp_path, capsys, small_card):
+    # The old section trained at batch 64 whatever the card: ResNet50 at 224 px in fp32 needs > 5 GiB there.
+    results = full_scale_section(["baseline", "bf16"], day="day99", results_root=str(tmp_path), **SMALL)
+    assert small_card.calls == [("baseline", 16), ("bf16", 16)], "every run at the one batch that fits"
+    out = capsys.readouterr().out
+    assert "Memory check: batch 64 needs" in out and "batch 16 instead" in out and "not comparable" in out
+    assert all(r.extras["requested_batch_size"] == 64 for r in results)
+    assert out.count("batch 16 (fitted to free memory; 64 requested)") == 2      # each run's line carries it
+    assert "x base" in out                                                       # compared with each other
+
+
+def test_a_batch_the_caller_passes_runs_as_given_unless_fitting_is_asked(tmp_path, capsys, small_card):
+    # Day 09's sweep passes its batch sizes and stops at the first out-of-memory error: no silent halving there.
+    full_scale_section(["baseline"], day="day99", results_root=str(tmp_path), batch_size=32, **SMALL)
+    assert small_card.calls == [("baseline", 32)] and "Memory check" not in capsys.readouterr().out
+    full_scale_section(["baseline"], day="day99", results_root=str(tmp_path), batch_size=32, fit_batch=True, **SMALL)
+    assert small_card.calls[-1] == ("baseline", 16)
+    assert "batch 16 (fitted to free memory; 32 requested)" in capsys.readouterr().out
+
+
+def test_where_not_even_the_smallest_batch_fits_nothing_trains_and_the_recording_is_shown(tmp_path, capsys,
+                                                                                          monkeypatch, small_card):
+    import utils.full_scale_section as FSS
+    monkeypatch.setattr(FSS, "free_device_bytes", lambda device: small_card.fixed + 4 * small_card.per_sample)
+    assert full_scale_section(["baseline"], day="day99", results_root=str(tmp_path), **SMALL) == []
+    out = capsys.readouterr().out
+    assert small_card.calls == [] and "not even the smallest batch fits" in out and "No recorded GPU result" in out
+
+
+def test_an_out_of_memory_error_ends_the_section_with_the_recording_instead_of_raising(tmp_path, capsys,
+                                                                                      monkeypatch, small_card):
+    import utils.full_scale_section as FSS
+    write_recorded(tmp_path / "day99" / "h200.json", {"what": "ResNet50 224 px batch 64", "summary": ["recorded"]},
+                   provenance("cpu", "python tools/gpu_check.py --only day99"))
+
+    def runs_out_on_the_second(technique, **kwargs):
+        if technique == "checkpointing":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 392.00 MiB")
+        return _fake_result(technique, kwargs["batch_size"])
+
+    monkeypatch.setattr(FSS, "full_scale_run", runs_out_on_the_second)
+    results = full_scale_section(["baseline", "checkpointing"], day="day99", results_root=str(tmp_path), **SMALL)
+    out = capsys.readouterr().out
+    assert results == [], "a partial list would be compared as if every run had happened"
+    assert "checkpointing: out of memory at batch 16" in out and "OutOfMemoryError" in out
+    assert "not compared" in out and "x base" not in out
+    assert "Recorded (not measured in this run)" in out.split("recorded results follow")[1]
+    # cuDNN reports a failed workspace allocation as a plain RuntimeError: the same fallback
+    monkeypatch.setattr(FSS, "full_scale_run", lambda technique, **kw: (_ for _ in ()).throw(
+        RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED")))
+    assert full_scale_section(["baseline"], day="day99", results_root=str(tmp_path), **SMALL) == []
+    assert "out of memory at batch 16" in capsys.readouterr().out
+
+
+def test_a_fresh_process_that_fails_ends_the_section_with_the_recording_instead_of_raising(tmp_path, capsys,
+                                                                                          monkeypatch, small_card):
+    # On a GPU in exclusive-process compute mode the fresh process of a cudnn.benchmark run cannot open the device;
+    # utils.fast_path raises a RuntimeError for a fresh process that dies.
+    import utils.full_scale_section as FSS
+    pretend_cuda = lambda device, benchmark: bool(benchmark)
+    monkeypatch.setattr(FSS, "needs_fresh_process", pretend_cuda)
+    real_call = FSS.run_with_fresh_plans
+
+    def dies_in_a_fresh_process(fn, args=(), kwargs=None, *, device, benchmark, **kw):
+        if benchmark:
+            raise RuntimeError("full_scale_run failed in its fresh process:\nCUDA error: CUDA-capable device(s) "
+                               "is/are busy or unavailable")
+        return real_call(fn, args, kwargs, device=device, benchmark=benchmark, **kw)
+
+    monkeypatch.setattr(FSS, "run_with_fresh_plans", dies_in_a_fresh_process)
+    results = full_scale_section(["baseline", ("baseline+cudnn_benchmark", "baseline", {"cudnn_benchmark": True})],
+                                 day="day99", results_root=str(tmp_path), **SMALL)
+    out = capsys.readouterr().out
+    assert results == [] and "baseline+cudnn_benchmark: its fresh process failed" in out
+    assert "exclusive-process" in out and "No recorded GPU result" in out
+
+
+def test_any_other_error_of_a_run_in_this_process_is_raised(tmp_path, monkeypatch, small_card):
+    import utils.full_scale_section as FSS
+    monkeypatch.setattr(FSS, "full_scale_run", lambda technique, **kw: (_ for _ in ()).throw(
+        RuntimeError("mat1 and mat2 shapes cannot be multiplied")))
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        full_scale_section(["baseline"], day="day99", results_root=str(tmp_path), **SMALL)
+
+
+def test_without_a_gpu_the_description_says_the_default_batch_is_fitted(tmp_path, capsys):
+    full_scale_section(["baseline"], day="day99", device="cpu", results_root=str(tmp_path))
+    assert "batch 64 (halved until it fits the GPU's free memory" in capsys.readouterr().out
+    full_scale_section(["baseline"], day="day99", device="cpu", results_root=str(tmp_path), batch_size=32)
+    out = capsys.readouterr().out
+    assert "batch 32, " in out and "halved" not in out
+
+
+@pytest.mark.slow
+def test_a_real_toy_run_trains_at_the_fitted_batch(tmp_path, capsys, monkeypatch, small_card):
+    import utils.full_scale_section as FSS
+    from utils.full_scale import full_scale_run
+    monkeypatch.setattr(FSS, "full_scale_run", full_scale_run)
+    write_imagenette_like(tmp_path, num_classes=3, train_per_class=8, val_per_class=2)
+    (r,) = full_scale_section(["baseline"], day="day99", root=tmp_path, download=False, device="cpu",
+                              allow_cpu=True, results_root=str(tmp_path), model="small_cnn", image_size=32,
+                              num_workers=0, progress=False, steps=2, eval_batches=1)
+    assert r.batch_size == 16 and r.micro_batch_size == 16 and r.extras["requested_batch_size"] == 64
+
+
+def test_a_run_the_gpu_kept_in_this_process_is_labelled_plans_reused(tmp_path, capsys, monkeypatch, small_card):
+    # utils.fast_path runs a flag-on measurement here when the GPU admits no second process; the section must not
+    # call it a fresh-process run, and must print the label next to it.
+    import utils.full_scale_section as FSS
+    from utils.fast_path import PLANS_REUSED, FreshPlansRun
+    monkeypatch.setattr(FSS, "needs_fresh_process", lambda device, benchmark: bool(benchmark))
+
+    def kept_here(fn, args=(), kwargs=None, *, device, benchmark, **kw):
+        note = f"{PLANS_REUSED} (exclusive-process compute mode)" if benchmark else ""
+        return FreshPlansRun(fn(*args, **(kwargs or {})), fresh_process=False, note=note)
+
+    monkeypatch.setattr(FSS, "run_with_fresh_plans", kept_here)
+    results = full_scale_section(["baseline", ("baseline+cudnn_benchmark", "baseline", {"cudnn_benchmark": True})],
+                                 day="day99", results_root=str(tmp_path), **SMALL)
+    out = capsys.readouterr().out
+    assert f"baseline+cudnn_benchmark: {PLANS_REUSED}" in out
+    flagged = next(r for r in results if r.technique == "baseline+cudnn_benchmark")
+    assert flagged.extras["fresh_process"] is False and flagged.extras["cudnn_plans"] == "reused"
+    assert next(r for r in results if r.technique == "baseline").extras["cudnn_plans"] == "-"

@@ -110,7 +110,9 @@ class FullScaleResult:
         loader = (f"; its {self.input_path} input path alone {self.loader_images_per_s:,.0f} images/s"
                   if self.loader_images_per_s else "")
         bound = " INPUT-BOUND: the loader, not the technique, set this speed." if self.input_bound else ""
-        return (f"{self.technique}: {self.model} {self.image_size} px batch {self.batch_size} on {self.dataset}, "
+        requested = self.extras.get("requested_batch_size")
+        fitted = f" (fitted to free memory; {requested} requested)" if requested not in (None, self.batch_size) else ""
+        return (f"{self.technique}: {self.model} {self.image_size} px batch {self.batch_size}{fitted} on {self.dataset}, "
                 f"{self.optimizer_steps} steps ({self.epochs:.2f} epochs): {self.images_per_s:,.0f} images/s "
                 f"({self.data_wait_share:.0%} waiting for data{loader}), {mem}, {acc} | {self.hardware}{bound}")
 
@@ -121,15 +123,17 @@ class FullScaleResult:
 
 def describe_full_scale(technique: str = "baseline", minutes: float = 2.0, *, model: str = "resnet50",
                         image_size: int = 224, dataset: str = "imagenette", batch_size: int = 64,
-                        steps: int | None = None, input_path: str = "cached") -> str:
+                        steps: int | None = None, input_path: str = "cached", fitted: bool = False) -> str:
     """One sentence saying what :func:`full_scale_run` would do on a CUDA GPU (for a notebook's CPU branch); with
-    ``steps``, a run of that many optimizer steps instead of ``minutes``."""
+    ``steps``, a run of that many optimizer steps instead of ``minutes``; with ``fitted``, a ``batch_size`` halved
+    first until it fits the GPU's free memory (:func:`utils.full_scale_section.fit_full_scale_batch`)."""
     if technique not in TECHNIQUES:
         raise ValueError(f"Unknown technique {technique!r}: choose one of {', '.join(TECHNIQUES)}")
     names = {"resnet50": "ResNet50", "resnet18": "ResNet18", "imagenette": "Imagenette",
              "cifar10": "CIFAR-10 (upscaled)"}
     return (f"On a CUDA GPU this cell trains {names.get(model, model)} from scratch at {image_size} px on "
-            f"{names.get(dataset, dataset)}, batch {batch_size}, "
+            f"{names.get(dataset, dataset)}, batch {batch_size}"
+            + (" (halved until it fits the GPU's free memory, and then said so)" if fitted else "") + ", "
             f"{f'for {steps} optimizer steps' if steps else f'for about {minutes:g} min'} with "
             f"{TECHNIQUES[technique][1]}, then prints images/s, peak memory (torch.cuda.max_memory_allocated) and "
             "held-out accuracy. "

@@ -4,10 +4,17 @@ On a CUDA GPU it trains torchvision's ResNet50 at 224 px on Imagenette once per 
 :func:`utils.full_scale.full_scale_run`, the data loaded once and shared) and prints each run and a comparison with
 the first. Anywhere else, or when the data cannot be had (an offline GPU machine without the download), it says what
 the cell would do, why it did not, and shows the day's recorded GPU result (``results/dayNN/``) or says there is
-none. It never raises for a missing GPU or dataset: a notebook must run top to bottom everywhere.
+none. It never raises for a missing GPU or dataset, nor for a GPU too small or a fresh process that fails: a
+notebook must run top to bottom everywhere.
+
+On CUDA the default batch (64) is first fitted to the free memory (:func:`fit_full_scale_batch`, through
+:func:`utils.memory_guard.plan_batch_size`): on a card where it does not fit, every run of the section trains at
+the largest half of it that does, and the section and each result say so (images/s and peak memory at another
+batch are not comparable with a recording at 64). A run that still runs out of memory, or whose fresh process
+fails, ends the section: it says why and shows the recorded results instead.
 
 On CUDA a run that turns ``cudnn.benchmark`` on trains in a fresh process
-(:func:`utils.fast_path.call_with_fresh_plans`): cuDNN keeps the plan of every convolution shape it has run for the
+(:func:`utils.fast_path.run_with_fresh_plans`): cuDNN keeps the plan of every convolution shape it has run for the
 life of the process, whatever the flag says later, so in this process such a run would reuse the plans an earlier
 run of the same shapes chose without autotuning, and could not differ from it.
 
@@ -23,12 +30,15 @@ from typing import Any, Mapping, Sequence, Union
 
 import torch
 
+from .batch_size import free_device_memory, is_out_of_memory
 from .course import smoke_mode
 from .data import DataSplits
 from .datasets import DatasetUnavailableError
 from .device import pick_device
-from .fast_path import call_with_fresh_plans, needs_fresh_process
+from .fast_path import needs_fresh_process, run_with_fresh_plans
 from .full_scale import FullScaleResult, describe_full_scale, full_scale_data, full_scale_run
+from .memory_guard import MemoryPlan, free_device_bytes, plan_batch_size
+from .models import build_model
 from .profiling import format_rows, load_recorded_results, recorded_report
 from .techniques import TECHNIQUES, RunSettings
 
@@ -140,14 +150,56 @@ def _show_recorded(day: str, techniques: Sequence[str], root: str | os.PathLike 
             print("The same techniques in the GPU check kit's shared recording:\n" + shared)
 
 
+#: The batch of a full-size run when the caller gives none: the one the GPU check kit's recordings use.
+DEFAULT_BATCH = 64
+#: The smallest batch :func:`fit_full_scale_batch` halves down to; below it the runs are skipped.
+MIN_FITTED_BATCH = 8
+
+
+def fit_full_scale_batch(model: str, num_classes: int, image_size: int, batch_size: int,
+                         device: torch.device) -> MemoryPlan | None:
+    """The batch of ``batch_size``, ``batch_size // 2``, ... (not below :data:`MIN_FITTED_BATCH`) that a full-size
+    run of ``model`` (fp32, SGD with momentum: the most memory any technique of the section needs per image) is
+    predicted to fit into the memory free on ``device`` now (:func:`utils.memory_guard.plan_batch_size`, which
+    measures one image's saved activations there). ``None`` off CUDA: nothing to check."""
+    free = free_device_bytes(device)                 # bytes; measured before the probe model takes its share
+    if free is None:
+        return None
+    with torch.random.fork_rng(devices=[]):          # the probe's initialisation leaves the caller's CPU RNG as it was
+        net = build_model(model, num_classes, image_size=image_size).to(device)
+    plan = plan_batch_size(net, (3, image_size, image_size), preferred=batch_size, device=device,
+                           optimizer_states=1, minimum=min(MIN_FITTED_BATCH, batch_size), free_bytes=free)
+    del net
+    free_device_memory(device)
+    return plan
+
+
+def _failure_text(label: str, batch_size: int, error: RuntimeError, fresh: bool) -> str | None:
+    """What to print when the run ``label`` raised ``error``: an out-of-memory error (:func:`is_out_of_memory`), or
+    any error of a run in a fresh process (the process died, ran past its time, or could not open the GPU: another
+    CUDA context refused, as on a GPU in exclusive-process compute mode). ``None`` for any other error: a bug,
+    raised as it is."""
+    first_line = (str(error).strip().splitlines() or [""])[0][:200]
+    if is_out_of_memory(error):
+        return (f"{label}: out of memory at batch {batch_size} on this GPU ({type(error).__name__}: {first_line}). "
+                "Close other programs using it, or pass a smaller batch_size; the full-size runs stop here and the "
+                "recorded results follow.")
+    if fresh:
+        return (f"{label}: its fresh process failed ({type(error).__name__}: {first_line}), so this GPU cannot "
+                "measure it here (a GPU in exclusive-process compute mode refuses a second process). The full-size "
+                "runs stop here and the recorded results follow.")
+    return None
+
+
 def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: float | None = 2.0,
                        dataset: str = "imagenette", image_size: int = 224, root: str | os.PathLike | None = None,
                        download: bool = True, device: str | torch.device = "auto", allow_cpu: bool = False,
                        results_root: str | None = None, smoke: bool = False, data: DataSplits | None = None,
-                       **run_kwargs: Any) -> list[FullScaleResult]:
+                       fit_batch: bool | None = None, **run_kwargs: Any) -> list[FullScaleResult]:
     """Run ``techniques`` (keys of :data:`utils.techniques.TECHNIQUES`, the first is the baseline) at full size and
     print the results, or explain why not and print ``day``'s recorded GPU results. Returns the measured results
-    (``[]`` when nothing ran).
+    (``[]`` when nothing ran, or when a run ran out of memory or its fresh process failed: then the section says so
+    and shows the recorded results, and the runs before it are printed but not returned or compared).
 
     An entry may also be ``(label, technique, overrides)``: that technique with some
     :class:`utils.techniques.RunSettings` knobs changed, e.g. ``("bf16+channels_last", "bf16", {"channels_last":
@@ -167,6 +219,9 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
             channel statistics: seconds to tens of seconds); else built from ``dataset``, ``root``, ``download``.
         smoke: a smoke run (pass ``run.smoke``; grading and ``BOOTCAMP_SMOKE=1`` count too,
             :func:`utils.course.smoke_mode`): only describe the runs and show the recorded results, on a GPU too.
+        fit_batch: on CUDA, halve the batch until it fits the free memory (:func:`fit_full_scale_batch`) before
+            anything trains. ``None`` (the default): only when ``run_kwargs`` gives no ``batch_size``; a batch you
+            pass runs as given (a sweep that stops at the first out-of-memory error, a batch you planned).
         run_kwargs: passed to every :func:`full_scale_run` (``steps``, ``batch_size``, ``model``, knob overrides).
     """
     if not techniques:
@@ -174,6 +229,8 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
     variants = [_variant(entry) for entry in techniques]
     techniques_run = [technique for _, technique, _ in variants]
     dev = pick_device(device)
+    fit = "batch_size" not in run_kwargs if fit_batch is None else bool(fit_batch)
+    batch_size = int(run_kwargs.pop("batch_size", DEFAULT_BATCH))     # images per optimizer step
     skip_why = ("This is a smoke run" if smoke_mode(smoke) else
                 f"This run is on {dev}" if dev.type != "cuda" and not allow_cpu else None)
     if skip_why:
@@ -184,8 +241,8 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
                 text = f"{label}: the {technique} run with " + ", ".join(f"{k}={v!r}" for k, v in overrides.items())
             else:
                 text = describe_full_scale(technique, minutes or 0, image_size=image_size, dataset=dataset,
-                                           model=run_kwargs.get("model", "resnet50"),
-                                           batch_size=run_kwargs.get("batch_size", 64), steps=run_kwargs.get("steps"),
+                                           model=run_kwargs.get("model", "resnet50"), batch_size=batch_size,
+                                           steps=run_kwargs.get("steps"), fitted=fit,
                                            input_path=str(run_kwargs.get("input_path", "cached")))
                 if overrides:
                     text = f"{label}: {text} Changed from {technique!r}: " + ", ".join(
@@ -204,22 +261,51 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
         print(f"The full-size runs need the {dataset} dataset and could not get it:\n{err}")
         _show_recorded(day, techniques_run, results_root)
         return []
-    results = []
+    requested = batch_size
+    plan = fit_full_scale_batch(str(run_kwargs.get("model", "resnet50")), data.num_classes, data.image_size,
+                                batch_size, dev) if fit else None
+    if plan is not None:
+        print(f"Memory check: {plan.explanation()}.")
+        if plan.batch_size is None:                      # the explanation says the runs are skipped
+            _show_recorded(day, techniques_run, results_root)
+            return []
+        batch_size = plan.batch_size                     # every run at the same batch, each labelled if it changed
+    results, failure = [], None
     for label, technique, overrides in variants:
         kwargs = dict(minutes=minutes, data=data, image_size=image_size, device=dev, allow_cpu=allow_cpu,
-                      **{**run_kwargs, **overrides})
+                      **{"batch_size": batch_size, **run_kwargs, **overrides})     # a variant may change the batch
         benchmark = benchmark_setting(technique, kwargs)
         fresh = needs_fresh_process(dev, benchmark)
         if fresh:
             print(f"{label}: {FRESH_PROCESS_NOTE}.")
             kwargs["progress"] = False                   # a bar in another process would not show here
-        result = call_with_fresh_plans(full_scale_run, (technique,), kwargs, device=dev, benchmark=benchmark)
-        result = replace(result, extras={**result.extras, "fresh_process": fresh})
+        try:
+            arm = run_with_fresh_plans(full_scale_run, (technique,), kwargs, device=dev, benchmark=benchmark)
+        except RuntimeError as err:                      # torch.OutOfMemoryError is one too
+            # Only the text is kept: the traceback holds the failed run's frames, and with them its tensors.
+            failure = _failure_text(label, kwargs["batch_size"], err, fresh)
+            if failure is None:
+                raise
+        if failure:
+            break
+        if arm.note:                                     # the GPU admitted no second process: it trained here
+            print(f"{label}: {arm.note}")
+        result = replace(arm.value, extras={**arm.value.extras, "fresh_process": arm.fresh_process,
+                                            "cudnn_plans": "reused" if arm.note else "-",
+                                            "requested_batch_size": requested})
         if label != technique:
             result = replace(result, technique=label, extras={**result.extras, "technique": technique,
                                                               "overrides": overrides})
         print(result.summary())
         results.append(result)
+    if failure:
+        free_device_memory(dev)                          # out of the except block: the failed run's memory is free
+        print(failure)
+        if results:
+            print(f"The {len(results)} run{'s' if len(results) > 1 else ''} above {'are' if len(results) > 1 else 'is'}"
+                  " not compared: the section's runs are compared only when all of them ran.")
+        _show_recorded(day, techniques_run, results_root)
+        return []
     if len(results) > 1:
         print(compare_full_scale(results))
     limits = input_limits(results)
