@@ -5,8 +5,8 @@ notebooks (nbgrader "release"), generated with `make days` or `make days DAY=NN`
 happens in a course folder of its own (see docs/instructor_guide.md), never in this repository.
 """
 import os
-
-from jupyter_core.paths import jupyter_runtime_dir
+import stat
+import tempfile
 
 c = get_config()  # noqa: F821  (provided by nbgrader)
 
@@ -22,12 +22,18 @@ c.Execute.timeout = 300
 # then bound by the kernel a second later; any process that opens a connection in between can take one, and the
 # kernel dies before it starts ("Kernel died before replying to kernel_info", jupyter_client issue 487). The
 # distributed days' process groups open many connections, so grading them next to other work hit it. A TCP kernel also
-# logs "running over TCP without encryption" at every start. nbgrader runs one kernel at a time, so one socket prefix
-# per nbgrader process (in the user's private runtime folder) never collides.
+# logs "running over TCP without encryption" at every start. The sockets live in a folder only this user may enter,
+# with a short path (a Unix socket's path must stay under about 100 characters, which a home folder's runtime
+# directory can exceed), one name per nbgrader process: nbgrader runs one kernel at a time. Where that folder is not
+# private or the path would be too long, kernels keep TCP.
 if os.name == "posix":
-    os.makedirs(jupyter_runtime_dir(), mode=0o700, exist_ok=True)
-    c.KernelManager.transport = "ipc"
-    c.KernelManager.ip = os.path.join(jupyter_runtime_dir(), f"nbgrader-{os.getpid()}")
+    _sockets = os.path.join(tempfile.gettempdir(), f"nbgrader-kernels-{os.getuid()}")
+    os.makedirs(_sockets, mode=0o700, exist_ok=True)
+    _folder = os.stat(_sockets)
+    _prefix = os.path.join(_sockets, f"k{os.getpid()}")
+    if _folder.st_uid == os.getuid() and stat.S_IMODE(_folder.st_mode) == 0o700 and len(_prefix) < 90:
+        c.KernelManager.transport = "ipc"
+        c.KernelManager.ip = _prefix
 # A learner's stub must fail loudly, and a crash in one cell must not stop the others from being graded.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"

@@ -35,14 +35,21 @@ def test_grading_kernels_use_unix_sockets_outside_the_submission(tmp_path, monke
     """nbgrader_config.py gives every kernel nbgrader starts Unix sockets in the private runtime folder: a TCP kernel
     can lose a port it was given to another process before it binds it, and dies before it starts (a distributed day
     graded next to other work hit it in CI). The sockets must not land in the submission's folder, where the notebook
-    runs."""
+    runs, and their path must stay short whatever the home folder (a Unix socket's path is limited to about 100
+    characters: a deep home folder's runtime directory killed every kernel of the exchange test)."""
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
     from nbformat import v4
     from traitlets.config.loader import PyFileConfigLoader
 
+    deep_home = tmp_path / ("a-long-folder-name-" * 4) / "home" / "teacher"      # as a hub's homes can be
+    deep_home.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(deep_home))
+    monkeypatch.delenv("JUPYTER_RUNTIME_DIR", raising=False)
     config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
-    monkeypatch.chdir(tmp_path)
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    monkeypatch.chdir(submission)
     nb = v4.new_notebook(cells=[v4.new_code_cell("import os; print(sorted(os.listdir('.')))")],
                          metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     seen: dict = {}
@@ -52,9 +59,10 @@ def test_grading_kernels_use_unix_sockets_outside_the_submission(tmp_path, monke
             super().write_connection_file(**kwargs)
             seen.update(self.get_connection_info())
 
-    NotebookClient(nb, config=config, kernel_manager_class=RecordingKernelManager, timeout=60).execute()
+    NotebookClient(nb, config=config, kernel_manager_class=RecordingKernelManager, timeout=60, startup_timeout=30).execute()
     assert seen["transport"] == "ipc", "grading kernels talk over TCP: set c.KernelManager.transport in nbgrader_config"
-    assert not Path(seen["ip"]).is_relative_to(tmp_path), f"kernel sockets at {seen['ip']}, in the submission's folder"
+    assert not Path(seen["ip"]).is_relative_to(submission), f"kernel sockets at {seen['ip']}, in the submission's folder"
+    assert len(seen["ip"]) < 90, f"kernel sockets at {seen['ip']}: too long a path for a Unix socket"
     assert nb.cells[0].outputs[0]["text"].strip() == "[]", "the kernel's sockets show in the folder the notebook runs in"
 
 
