@@ -59,11 +59,14 @@ def test_grading_kernels_use_unix_sockets_outside_the_submission(tmp_path, monke
             super().write_connection_file(**kwargs)
             seen.update(self.get_connection_info())
 
-    NotebookClient(nb, config=config, kernel_manager_class=RecordingKernelManager, timeout=60, startup_timeout=30).execute()
+    NotebookClient(nb, config=config, kernel_manager_class=RecordingKernelManager, timeout=60,
+                   startup_timeout=30).execute()
     assert seen["transport"] == "ipc", "grading kernels talk over TCP: set c.KernelManager.transport in nbgrader_config"
-    assert not Path(seen["ip"]).is_relative_to(submission), f"kernel sockets at {seen['ip']}, in the submission's folder"
+    assert not Path(seen["ip"]).is_relative_to(submission), \
+        f"kernel sockets at {seen['ip']}, in the submission's folder"
     assert len(seen["ip"]) < 90, f"kernel sockets at {seen['ip']}: too long a path for a Unix socket"
-    assert nb.cells[0].outputs[0]["text"].strip() == "[]", "the kernel's sockets show in the folder the notebook runs in"
+    assert nb.cells[0].outputs[0]["text"].strip() == "[]", \
+        "the kernel's sockets show in the folder the notebook runs in"
 
 
 # Cell metadata that a notebook run or a JupyterLab session adds; nbstripout removes it too (tools/githooks).
