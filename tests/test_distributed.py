@@ -588,13 +588,6 @@ def _sleeping_worker(rank: int, world_size: int, pid_dir: str) -> None:
     time.sleep(120)
 
 
-def _running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError])
 def test_no_worker_outlives_an_interrupted_or_failed_call(tmp_path, monkeypatch, stop):
@@ -612,7 +605,7 @@ def test_no_worker_outlives_an_interrupted_or_failed_call(tmp_path, monkeypatch,
     with pytest.raises(stop):
         run_processes(_sleeping_worker, 2, (str(tmp_path),), timeout_s=120, start_method="fork")
     pids = [int(f.read_text()) for f in tmp_path.glob("*.pid")]
-    assert len(pids) == 2 and not any(_running(pid) for pid in pids)
+    assert len(pids) == 2 and not any(_alive(pid) for pid in pids)
 
 
 @pytest.mark.slow
@@ -620,7 +613,7 @@ def test_a_worker_past_the_timeout_is_killed(tmp_path):
     (outcome,) = run_processes(_sleeping_worker, 1, (str(tmp_path),), timeout_s=10, start_method="fork",
                                raise_on_error=False)
     assert "did not report within 10 s; it was killed" in outcome.error
-    assert not _running(int((tmp_path / "0.pid").read_text()))
+    assert not _alive(int((tmp_path / "0.pid").read_text()))
 
 
 @pytest.mark.slow
