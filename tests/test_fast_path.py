@@ -132,9 +132,10 @@ def test_only_a_cuda_run_with_the_flag_on_needs_a_fresh_process():
 
 def test_off_cuda_the_call_is_a_plain_call_in_this_process():
     import os
-    from utils.fast_path import call_with_fresh_plans
-    assert call_with_fresh_plans(os.getpid, device="cpu", benchmark=True) == os.getpid()
-    assert call_with_fresh_plans(lambda a, b=0: a + b, (2,), {"b": 3}, device="cuda", benchmark=False) == 5
+    from utils.fast_path import run_with_fresh_plans
+    here = run_with_fresh_plans(os.getpid, device="cpu", benchmark=True)
+    assert here.value == os.getpid() and not here.fresh_process and here.note == ""
+    assert run_with_fresh_plans(lambda a, b=0: a + b, (2,), {"b": 3}, device="cuda", benchmark=False).value == 5
 
 
 @pytest.mark.slow
@@ -144,7 +145,7 @@ def test_a_simulated_cuda_run_with_the_flag_on_is_planned_in_a_fresh_process_wit
     # the first assert.
     import os
     import utils.fast_path as FP
-    from utils.fast_path import call_with_fresh_plans
+    from utils.fast_path import run_with_fresh_plans
 
     monkeypatch.setattr(FP, "needs_fresh_process", lambda device, benchmark: bool(benchmark))
 
@@ -161,11 +162,11 @@ def test_a_simulated_cuda_run_with_the_flag_on_is_planned_in_a_fresh_process_wit
         torch.backends.cudnn.benchmark = True
         torch.set_float32_matmul_precision("high")
         parent_flags = fast_path_flags()
-        pid, flags, threads, extra = call_with_fresh_plans(where_and_flags, ({"x": 1},), device="cpu",
-                                                           benchmark=True)
+        run = run_with_fresh_plans(where_and_flags, ({"x": 1},), device="cpu", benchmark=True)
+        pid, flags, threads, extra = run.value
     finally:
         restore_fast_path_flags(before)
-    assert pid != os.getpid(), "the flag-on run must plan its convolutions in a process of its own"
+    assert pid != os.getpid() and run.fresh_process, "the flag-on run must plan its convolutions in a process of its own"
     assert flags == parent_flags and threads == torch.get_num_threads() and extra == {"x": 1}
 
 
@@ -237,7 +238,7 @@ def test_on_an_exclusive_process_gpu_the_flag_on_arm_runs_here_and_says_plans_we
     import os
     import utils.processes
     from utils.fast_path import (PLANS_REUSED, FreshProcessUnavailable, call_in_fresh_process,
-                                 call_with_fresh_plans, run_with_fresh_plans)
+                                 run_with_fresh_plans)
 
     _pretend_this_process_holds_a_cuda_context(monkeypatch, mode=3)
 
@@ -248,7 +249,6 @@ def test_on_an_exclusive_process_gpu_the_flag_on_arm_runs_here_and_says_plans_we
     arm = run_with_fresh_plans(os.getpid, device="cuda", benchmark=True)
     assert arm.value == os.getpid() and not arm.fresh_process
     assert arm.note.startswith(PLANS_REUSED) and "exclusive-process" in arm.note
-    assert call_with_fresh_plans(os.getpid, device="cuda", benchmark=True) == os.getpid()
     with pytest.raises(FreshProcessUnavailable):
         call_in_fresh_process(os.getpid, device="cuda")
     flag_off = run_with_fresh_plans(os.getpid, device="cuda", benchmark=False)    # nothing to label

@@ -40,7 +40,7 @@ import torch
 from .tf32 import restore_tf32_flags, set_tf32, tf32_flags
 
 __all__ = ["FastPathDecision", "plan_fast_path", "apply_fast_path", "fast_path_flags", "restore_fast_path_flags",
-           "multi_tensor_apply_launches", "needs_fresh_process", "call_in_fresh_process", "call_with_fresh_plans",
+           "multi_tensor_apply_launches", "needs_fresh_process", "call_in_fresh_process",
            "run_with_fresh_plans", "FreshPlansRun", "FreshProcessUnavailable", "PLANS_REUSED"]
 
 TF32_MIN_CAPABILITY = (8, 0)
@@ -375,9 +375,3 @@ def run_with_fresh_plans(fn: Callable[..., Any], args: tuple = (), kwargs: dict[
                 "off for the shapes already run)")
         return FreshPlansRun(fn(*args, **(kwargs or {})), fresh_process=False, note=note)
 
-
-def call_with_fresh_plans(fn: Callable[..., Any], args: tuple = (), kwargs: dict[str, Any] | None = None, *,
-                          device: torch.device | str, benchmark: bool | None, timeout_s: float = 1800.0) -> Any:
-    """``run_with_fresh_plans(...).value``: ``fn``'s value alone. It runs here when the GPU admits no fresh process,
-    without a word; to say so next to the measurement, use :func:`run_with_fresh_plans` and print its ``note``."""
-    return run_with_fresh_plans(fn, args, kwargs, device=device, benchmark=benchmark, timeout_s=timeout_s).value
