@@ -271,6 +271,24 @@ def test_an_out_of_memory_error_ends_the_section_with_the_recording_instead_of_r
     assert "out of memory at batch 16" in capsys.readouterr().out
 
 
+def test_a_sweep_that_asks_gets_the_out_of_memory_error_and_no_recording(tmp_path, capsys, monkeypatch, small_card):
+    # Day 09's batch sweep stops at the first batch that runs out: that is its answer, not a failure to explain
+    # with another GPU's recording and "pass a smaller batch_size".
+    import utils.full_scale_section as FSS
+    monkeypatch.setattr(FSS, "full_scale_run", lambda technique, **kw: (_ for _ in ()).throw(
+        torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 392.00 MiB")))
+    with pytest.raises(torch.OutOfMemoryError):
+        full_scale_section(["baseline"], day="day99", results_root=str(tmp_path), batch_size=256,
+                           raise_out_of_memory=True, **SMALL)
+    out = capsys.readouterr().out
+    assert "out of memory at batch" not in out and "recorded results follow" not in out
+    monkeypatch.setattr(FSS, "full_scale_run", lambda technique, **kw: (_ for _ in ()).throw(
+        RuntimeError("mat1 and mat2 shapes cannot be multiplied")))
+    with pytest.raises(RuntimeError, match="mat1"):                        # other errors: raised as before
+        full_scale_section(["baseline"], day="day99", results_root=str(tmp_path), batch_size=256,
+                           raise_out_of_memory=True, **SMALL)
+
+
 def test_a_fresh_process_that_fails_ends_the_section_with_the_recording_instead_of_raising(tmp_path, capsys,
                                                                                           monkeypatch, small_card):
     # On a GPU in exclusive-process compute mode the fresh process of a cudnn.benchmark run cannot open the device;

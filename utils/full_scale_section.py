@@ -195,7 +195,8 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
                        dataset: str = "imagenette", image_size: int = 224, root: str | os.PathLike | None = None,
                        download: bool = True, device: str | torch.device = "auto", allow_cpu: bool = False,
                        results_root: str | None = None, smoke: bool = False, data: DataSplits | None = None,
-                       fit_batch: bool | None = None, **run_kwargs: Any) -> list[FullScaleResult]:
+                       fit_batch: bool | None = None, raise_out_of_memory: bool = False,
+                       **run_kwargs: Any) -> list[FullScaleResult]:
     """Run ``techniques`` (keys of :data:`utils.techniques.TECHNIQUES`, the first is the baseline) at full size and
     print the results, or explain why not and print ``day``'s recorded GPU results. Returns the measured results
     (``[]`` when nothing ran, or when a run ran out of memory or its fresh process failed: then the section says so
@@ -222,6 +223,10 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
         fit_batch: on CUDA, halve the batch until it fits the free memory (:func:`fit_full_scale_batch`) before
             anything trains. ``None`` (the default): only when ``run_kwargs`` gives no ``batch_size``; a batch you
             pass runs as given (a sweep that stops at the first out-of-memory error, a batch you planned).
+        raise_out_of_memory: raise a run's out-of-memory error (:func:`utils.batch_size.is_out_of_memory`) instead
+            of ending the section with the recording: for a batch-size sweep, where running out is the answer it
+            looks for. The caller frees the memory (:func:`utils.batch_size.free_device_memory`) outside its
+            ``except`` block.
         run_kwargs: passed to every :func:`full_scale_run` (``steps``, ``batch_size``, ``model``, knob overrides).
     """
     if not techniques:
@@ -282,6 +287,8 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
         try:
             arm = run_with_fresh_plans(full_scale_run, (technique,), kwargs, device=dev, benchmark=benchmark)
         except RuntimeError as err:                      # torch.OutOfMemoryError is one too
+            if raise_out_of_memory and is_out_of_memory(err):
+                raise
             # Only the text is kept: the traceback holds the failed run's frames, and with them its tensors.
             failure = _failure_text(label, kwargs["batch_size"], err, fresh)
             if failure is None:
