@@ -240,6 +240,58 @@ def test_cleanup_frees_a_ddp_module_left_in_a_reference_cycle():
     assert not state["alive_after_cleanup"], "cleanup() left the DDP module for the interpreter's shutdown"
 
 
+# An FSDP2 run as Day 20's script makes it: the training in a function, cleanup() after it returns. It prints the
+# names of this process's OS threads after cleanup(), and whether the DTensor caches were empty before it.
+FSDP_EXIT_SCRIPT = r"""
+import json, os
+import torch
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from utils.distributed import cleanup, get_world_size, init_from_env
+
+def main():
+    init_from_env("cpu", timeout_s=30)
+    mesh = init_device_mesh("cpu", (get_world_size(),))
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    for layer in (model[0], model[2]):
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for _ in range(2):
+        model(torch.randn(4, 8)).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+def threads():
+    return sorted(open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task"))
+
+main()
+before = threads()
+cleanup()
+print(json.dumps({"before": before, "after": threads()}))
+"""
+GROUP_THREADS = ("pt_gloo_runloop", "gloo_tcp_loop", "pt_tcpstore_uv")    # gloo's workers and rank 0's store
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads thread names from /proc (Linux)")
+def test_cleanup_frees_an_fsdp2_process_group_and_its_threads(tmp_path):
+    # Each FSDP2 parameter is a DTensor, which holds its DeviceMesh, which holds its process groups; DTensor's
+    # sharding caches keep the mesh after the model is gone. destroy_process_group() alone then leaves the group and
+    # its threads to the interpreter's shutdown, where CI once saw Day 20's script abort (SIGABRT, "terminate called
+    # without an active exception") after its work was done. cleanup() must free them while Python is alive.
+    script = tmp_path / "fsdp_exit.py"
+    script.write_text(FSDP_EXIT_SCRIPT)
+    res = run_script_ranks(script, 2, timeout_s=120, cwd=Path(__file__).resolve().parents[1])
+    assert res.ok, res.rank_stderr
+    for rank in (0, 1):
+        state = json.loads(res.rank_stdout[rank].strip().splitlines()[-1])
+        assert "pt_gloo_runloop" in state["before"], "no gloo worker threads before cleanup(): review this test"
+        left = sorted(set(state["after"]) & set(GROUP_THREADS))
+        assert not left, f"rank {rank}: cleanup() left the process group's threads alive: {left}"
+
+
 def test_init_from_env_registers_the_collection_at_exit(job_env, monkeypatch):
     registered = []
     monkeypatch.setattr(ud, "_EXIT_HOOK_REGISTERED", False)

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import atexit
 import datetime
+import functools
 import gc
 import inspect
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -223,17 +225,58 @@ def barrier() -> None:
 
 
 def collect_before_exit() -> None:
-    """Free the DDP objects nobody references any more, while the interpreter is fully alive.
+    """Free the distributed objects nobody references any more, while the interpreter is fully alive.
 
-    The first ``DistributedDataParallel`` module built in a process that has not imported torch's compiler modules
-    yet sits in a reference cycle: its constructor imports ``torch._dynamo`` and ``torch._inductor`` lazily, and a
-    frame of that import stays referenced and holds the constructor's ``self``. So ``del model`` does not free it;
-    only the garbage collector does. Left for the
-    interpreter's shutdown, its C++ side can be torn down mid-finalisation and abort the process with
-    "terminate called without an active exception" (SIGABRT) after all the work is done: on a loaded 2-core
-    machine, 8 of 20 two-process gloo runs of Day 17's worker script did. :func:`init_from_env` registers this
-    function with :mod:`atexit`, and :func:`cleanup` calls it first."""
+    Two things keep such objects alive after the script lets go of them:
+
+    * the first ``DistributedDataParallel`` module built in a process that has not imported torch's compiler modules
+      yet sits in a reference cycle: its constructor imports ``torch._dynamo`` and ``torch._inductor`` lazily, and a
+      frame of that import stays referenced and holds the constructor's ``self``. Only the garbage collector frees it;
+    * DTensor (FSDP2's parameters) caches its sharding decisions, and every cached ``DTensorSpec`` holds its
+      ``DeviceMesh``, which holds its process groups (``DeviceMesh._pg_registry``). So after an FSDP2 run the group,
+      its gloo worker threads and rank 0's store thread live on after ``destroy_process_group()``, until the
+      interpreter's shutdown. This function empties those caches (only if DTensor was imported).
+
+    Whatever is left for the interpreter's shutdown is torn down mid-finalisation, and the process can abort with
+    "terminate called without an active exception" (SIGABRT) after all its work is done (pytorch/pytorch#179291
+    describes gloo's worker threads doing it): on a loaded 2-core machine, 8 of 20 two-process gloo runs of Day 17's
+    worker script did, and CI saw Day 20's FSDP2 script do it once. :func:`init_from_env` registers this
+    function with :mod:`atexit`, and :func:`cleanup` calls it before and after leaving the group. Objects the script
+    still references (a global ``model``) stay alive all the same: run the training in a function, or ``del`` them,
+    before :func:`cleanup`. One case this cannot help: with torch 2.14 on gloo, a process group that a
+    ``DistributedDataParallel`` module was built on keeps its threads after ``destroy_process_group()`` even when the
+    module, its model and every Python reference are gone (something in C++ holds it)."""
+    _clear_dtensor_caches()
     gc.collect()
+
+
+_LRU_CACHE = type(functools.lru_cache(maxsize=None)(lambda: None))
+
+
+def _clear_dtensor_caches() -> None:
+    """Empty every cache DTensor keeps: its sharding-propagation caches (Python and C++), its redistribute planners,
+    and each ``functools.lru_cache`` in a ``torch.distributed.tensor`` module (``MeshTopoInfo.build_from_mesh``
+    among them). All are private and change between versions, hence the lookups by name."""
+    if "torch.distributed.tensor" not in sys.modules:      # never import DTensor just to clear it
+        return
+    try:
+        from torch.distributed.tensor.debug import _clear_sharding_prop_cache
+        _clear_sharding_prop_cache()
+    except (ImportError, AttributeError, RuntimeError):
+        pass
+    clear_planners = getattr(sys.modules.get("torch.distributed.tensor._redistribute"),
+                             "clear_redistribute_planner_cache", None)
+    if callable(clear_planners):
+        clear_planners()
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith("torch.distributed.tensor"):
+            continue
+        for value in list(vars(module).values()):
+            members = list(vars(value).values()) if isinstance(value, type) and value.__module__ == name else []
+            for candidate in (value, *members):
+                candidate = getattr(candidate, "__func__", candidate)          # a staticmethod's function
+                if isinstance(candidate, _LRU_CACHE):
+                    candidate.cache_clear()
 
 
 _EXIT_HOOK_REGISTERED = False
@@ -247,8 +290,10 @@ def _register_exit_hook() -> None:
 
 
 def cleanup() -> None:
-    """Free unreferenced DDP objects (:func:`collect_before_exit`), then leave the process group (safe to call
-    twice or without one)."""
+    """Free unreferenced distributed objects (:func:`collect_before_exit`), leave the process group, and collect
+    again so that the group's threads stop now rather than at the interpreter's shutdown (safe to call twice or
+    without a group)."""
     collect_before_exit()
     if _running():
         dist.destroy_process_group()
+        collect_before_exit()
