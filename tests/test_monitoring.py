@@ -279,3 +279,31 @@ def test_device_utilisation_keeps_time_and_value_together_and_divides_cpu_by_thr
     assert trace == UtilisationTrace([1.0, 3.0], [50.0, 150.0], "process CPU % per torch thread", 1)
     assert utilisation_stats(trace, low_pct=60.0) == (100.0, 0.5)
     assert device_utilisation(mon, threads=2, skip_first=False).util_pct == [0.0, 50.0, 150.0]
+
+
+def test_nvml_memory_info_prefers_version_2_which_leaves_out_the_driver_reserve():
+    # NVML version 1's `used` is total - free and includes the driver's reserve; version 2 reports the reserve apart,
+    # and its `used` is what nvidia-smi's Memory-Usage shows.
+    from utils.monitoring import nvml_memory_info
+    reserve, used = 400 * 2**20, 3 * 2**30
+    calls = []
+
+    def get_memory_info(handle, version=None):
+        calls.append(version)
+        if version is None:
+            return types.SimpleNamespace(used=used + reserve, total=80 * 2**30)
+        if version == "v2":
+            return types.SimpleNamespace(used=used, reserved=reserve, total=80 * 2**30)
+        raise AssertionError(version)
+
+    nv = types.SimpleNamespace(nvmlMemory_v2="v2", nvmlDeviceGetMemoryInfo=get_memory_info)
+    assert nvml_memory_info(nv, "gpu0").used == used and calls == ["v2"]
+
+    def driver_without_v2(handle, version=None):
+        if version is not None:
+            raise RuntimeError("NVML_ERROR_FUNCTION_NOT_FOUND")
+        return get_memory_info(handle)
+    nv.nvmlDeviceGetMemoryInfo = driver_without_v2
+    assert nvml_memory_info(nv, "gpu0").used == used + reserve             # version 1, all it can have
+    old_bindings = types.SimpleNamespace(nvmlDeviceGetMemoryInfo=lambda handle: get_memory_info(handle))
+    assert nvml_memory_info(old_bindings, "gpu0").used == used + reserve   # no nvmlMemory_v2 constant at all

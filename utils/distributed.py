@@ -243,9 +243,10 @@ def collect_before_exit() -> None:
     worker script did, and CI saw Day 20's FSDP2 script do it once. :func:`init_from_env` registers this
     function with :mod:`atexit`, and :func:`cleanup` calls it before and after leaving the group. Objects the script
     still references (a global ``model``) stay alive all the same: run the training in a function, or ``del`` them,
-    before :func:`cleanup`. One case this cannot help: with torch 2.14 on gloo, a process group that a
-    ``DistributedDataParallel`` module was built on keeps its threads after ``destroy_process_group()`` even when the
-    module, its model and every Python reference are gone (something in C++ holds it)."""
+    before :func:`cleanup`. One case this cannot free (torch 2.14): a process group that already existed when
+    ``torch._dynamo`` was first imported stays alive after ``destroy_process_group()``, with its threads, whatever the
+    script lets go of. DDP's constructor imports ``torch._dynamo`` lazily, and so does importing FSDP2 or DTensor;
+    import them before the group is created (as Day 20's script imports FSDP2 at its top) and the group is freed."""
     _clear_dtensor_caches()
     gc.collect()
 

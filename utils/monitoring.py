@@ -139,6 +139,19 @@ def nvml_handle_for_cuda_device(nvml: Any, index: int) -> tuple[Any, str]:
                        f"{uuid_error}")
 
 
+def nvml_memory_info(nvml: Any, handle: Any) -> Any:
+    """NVML's memory figures for ``handle``, in bytes: version 2 where the driver and nvidia-ml-py have it, else
+    version 1. Version 2's ``used`` leaves out the memory the driver reserves for itself (``reserved``), as
+    nvidia-smi's Memory-Usage does; version 1's ``used`` is ``total - free`` and includes that reserve."""
+    version_2 = getattr(nvml, "nvmlMemory_v2", None)
+    if version_2 is not None:
+        try:
+            return nvml.nvmlDeviceGetMemoryInfo(handle, version=version_2)
+        except Exception:  # an older driver without nvmlDeviceGetMemoryInfo_v2
+            pass
+    return nvml.nvmlDeviceGetMemoryInfo(handle)
+
+
 class NVMLReader(PsutilReader):
     """NVML (``pynvml``) for the GPU behind one CUDA device, plus the psutil CPU/RAM fields.
 
@@ -177,7 +190,7 @@ class NVMLReader(PsutilReader):
         nv, h = self._nvml, self._handle
         out = super().read()
         util = self._try(lambda: nv.nvmlDeviceGetUtilizationRates(h))
-        mem = self._try(lambda: nv.nvmlDeviceGetMemoryInfo(h))
+        mem = self._try(lambda: nvml_memory_info(nv, h))
         power_mw = self._try(lambda: nv.nvmlDeviceGetPowerUsage(h))
         out.update(
             gpu_util_pct=None if util is None else float(util.gpu),

@@ -82,6 +82,16 @@ MUTANTS = [
            caught_by="day07_project_target_tests"),
     Mutant(cell="day07_project",
            find="history = fit(project_model, project_train, val_loader, optimizer, device, EPOCHS, progress=False)",
+           replace="history = fit(project_model, project_train, val_loader, optimizer, device, EPOCHS, progress=False)\n"
+                   "from torch.utils.data import DataLoader, TensorDataset\n"
+                   "_x, _y = data.train.tensors\n"
+                   "noisy = DataLoader(TensorDataset(_x + 0.01 * torch.randn_like(_x), _y), batch_size=BATCH_SIZE,\n"
+                   "                   shuffle=True, generator=torch.Generator().manual_seed(SEED))\n"
+                   "fit(project_model, noisy, val_loader, optimizer, device, 1, progress=False, verbose=False)",
+           why="trained a second epoch on augmented copies (new fingerprints, the same images): over the budget",
+           caught_by="day07_project_target_tests"),
+    Mutant(cell="day07_project",
+           find="history = fit(project_model, project_train, val_loader, optimizer, device, EPOCHS, progress=False)",
            replace="from torch.utils.data import ConcatDataset, DataLoader\n"
                    "train_and_val = DataLoader(ConcatDataset([data.train, data.val]), batch_size=BATCH_SIZE, shuffle=True,\n"
                    "                           generator=torch.Generator().manual_seed(SEED))\n"
