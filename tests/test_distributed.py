@@ -292,6 +292,28 @@ def test_cleanup_frees_an_fsdp2_process_group_and_its_threads(tmp_path):
         assert not left, f"rank {rank}: cleanup() left the process group's threads alive: {left}"
 
 
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads thread names from /proc (Linux)")
+def test_cleanup_does_not_import_what_would_keep_the_group_alive(tmp_path):
+    # The first import of torch.distributed._shard (torch._dynamo imports it, and so does DTensor's debug module)
+    # pins a live process group until the process ends. cleanup() clears DTensor's caches; it must not be the one
+    # that imports those modules.
+    script = tmp_path / "dtensor_loaded.py"
+    script.write_text("import json, os, sys\n"
+                      "import torch.distributed.tensor\n"
+                      "from utils.distributed import cleanup, init_from_env\n"
+                      "init_from_env('cpu', timeout_s=30)\n"
+                      "cleanup()\n"
+                      "names = [open(f'/proc/self/task/{t}/comm').read().strip() for t in os.listdir('/proc/self/task')]\n"
+                      "print(json.dumps({'dynamo': 'torch._dynamo' in sys.modules, 'threads': names}))\n")
+    env = {k: v for k, v in os.environ.items() if k not in JOB_VARS}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-2000:]
+    state = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not state["dynamo"], "cleanup() imported torch._dynamo"
+    assert not set(state["threads"]) & set(GROUP_THREADS), f"the group outlived cleanup(): {state['threads']}"
+
+
 def test_init_from_env_registers_the_collection_at_exit(job_env, monkeypatch):
     registered = []
     monkeypatch.setattr(ud, "_EXIT_HOOK_REGISTERED", False)

@@ -243,10 +243,10 @@ def collect_before_exit() -> None:
     worker script did, and CI saw Day 20's FSDP2 script do it once. :func:`init_from_env` registers this
     function with :mod:`atexit`, and :func:`cleanup` calls it before and after leaving the group. Objects the script
     still references (a global ``model``) stay alive all the same: run the training in a function, or ``del`` them,
-    before :func:`cleanup`. One case this cannot free (torch 2.14): a process group that already existed when
-    ``torch._dynamo`` was first imported stays alive after ``destroy_process_group()``, with its threads, whatever the
-    script lets go of. DDP's constructor imports ``torch._dynamo`` lazily, and so does importing FSDP2 or DTensor;
-    import them before the group is created (as Day 20's script imports FSDP2 at its top) and the group is freed."""
+    before :func:`cleanup`. One case this cannot free (torch 2.14, found by probes): a process group that already
+    existed when ``torch.distributed._shard`` was first imported stays alive after ``destroy_process_group()``, with
+    its threads, whatever the script lets go of. Importing FSDP2 or ``torch._dynamo`` imports it, and DDP's
+    constructor imports ``torch._dynamo`` lazily. Day 20's script imports FSDP2 at its top, and its group is freed."""
     _clear_dtensor_caches()
     gc.collect()
 
@@ -257,14 +257,21 @@ _LRU_CACHE = type(functools.lru_cache(maxsize=None)(lambda: None))
 def _clear_dtensor_caches() -> None:
     """Empty every cache DTensor keeps: its sharding-propagation caches (Python and C++), its redistribute planners,
     and each ``functools.lru_cache`` in a ``torch.distributed.tensor`` module (``MeshTopoInfo.build_from_mesh``
-    among them). All are private and change between versions, hence the lookups by name."""
+    among them). All are private and change between versions, hence the guarded lookups by name."""
     if "torch.distributed.tensor" not in sys.modules:      # never import DTensor just to clear it
         return
-    try:
-        from torch.distributed.tensor.debug import _clear_sharding_prop_cache
-        _clear_sharding_prop_cache()
-    except (ImportError, AttributeError, RuntimeError):
-        pass
+    # Through sys.modules, not torch.distributed.tensor.debug's helper: importing that module imports
+    # torch._dynamo, which would pin a live group (see collect_before_exit).
+    dtensor = getattr(sys.modules.get("torch.distributed.tensor._api"), "DTensor", None)
+    propagator = getattr(getattr(dtensor, "_op_dispatcher", None), "sharding_propagator", None)
+    clear_python = getattr(getattr(propagator, "propagate_op_sharding", None), "cache_clear", None)
+    clear_cpp = getattr(torch._C, "_clear_DTensor_sharding_propagator_cache", None)
+    for clear in (clear_python, clear_cpp):
+        if callable(clear):
+            try:
+                clear()
+            except (RuntimeError, TypeError):
+                pass
     clear_planners = getattr(sys.modules.get("torch.distributed.tensor._redistribute"),
                              "clear_redistribute_planner_cache", None)
     if callable(clear_planners):
