@@ -19,7 +19,7 @@ def choose_device(preference: str, cuda_available: Callable[[], bool], mps_avail
                 return name
         return "cpu"
     family = wanted.split(":", 1)[0]
-    if family not in probes or (family == "mps" and wanted != "mps"):
+    if family not in probes or (wanted not in probes and not (family == "cuda" and wanted[5:].isdigit())):
         raise RuntimeError(f"unknown device {preference!r}: try 'auto'")
     if not probes[family]():
         raise RuntimeError(f"{preference!r} is not available here; use 'auto' to fall back")
