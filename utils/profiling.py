@@ -314,7 +314,9 @@ def recorded_report(day: str, root: str | Path | None = None) -> str:
     sentence saying there is none yet."""
     records = load_recorded_results(day, root)
     if not records:
-        return f"No recorded GPU result yet in {results_dir(day, root)}: nothing recorded to show."
+        folder = results_dir(day, root)
+        shown = folder.relative_to(REPO_ROOT) if folder.is_relative_to(REPO_ROOT) else folder   # results/dayNN
+        return f"No recorded GPU result yet in {shown}: nothing recorded to show."
     parts = []
     for rec in records:
         parts.append(f"Recorded (not measured in this run) on {rec['hardware']}\n  {rec['software']}\n"

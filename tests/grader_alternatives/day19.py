@@ -35,7 +35,7 @@ ALTERNATIVES = [
     optimizer.zero_grad()
     return weighted / total
 '''),
-    # Exercise 3: agree_to_stop.
+    # Exercise 2: agree_to_stop.
     Alternative(cell="day19_agree_to_stop", why="an integer SUM of the flags, compared with 0",
                 source='''from utils.distributed import worker_device
 
@@ -52,7 +52,7 @@ def agree_to_stop(stop_here: bool) -> bool:
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     return bool(flag[0])
 '''),
-    # Exercise 2: classify_failure.
+    # Exercise 3: classify_failure.
     Alternative(cell="day19_classify_failure", why="regular expressions with IGNORECASE, tried in order",
                 source='''import re
 
