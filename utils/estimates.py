@@ -110,7 +110,8 @@ def expected_time_line(images: int, what: str, *, model: str = "resnet50", image
     per_gpu = ", ".join(f"about {_duration(r.seconds)} on {'an' if r.gpu_class[0] in 'AEIOU' else 'a'} "
                         f"{r.gpu_class} GPU" for r in rows)
     rates = " and ".join(f"{r.assumed_tflops:g}" for r in rows)
-    mode = "mixed precision" if precision == "amp" else "fp32"
+    mode = ("mixed precision" if precision == "amp"
+            else "fp32, with PyTorch's default TF32 convolutions on Ampere and newer GPUs")
     return (f"Expected time for {what} ({images:,} images, {model} at {image_size} px, {mode}): {per_gpu}. This is "
             f"an estimate from FLOPs ({rows[0].flops_per_image / 1e9:.1f} GFLOP per image per training step, "
             f"counted), not a recording: it assumes {rates} TFLOP/s sustained and counts compute only.")
