@@ -209,3 +209,39 @@ def test_cudnn_version_is_text_also_without_a_gpu(monkeypatch):
     assert cudnn_version() == "8.5.0"
     monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: False)
     assert cudnn_version() is None
+
+
+def _fake_topology(root, cpus: dict[int, tuple[int, int]]):
+    """A sysfs CPU tree: logical CPU -> (package, core)."""
+    for cpu, (package, core) in cpus.items():
+        topology = root / f"cpu{cpu}" / "topology"
+        topology.mkdir(parents=True)
+        (topology / "physical_package_id").write_text(f"{package}\n")
+        (topology / "core_id").write_text(f"{core}\n")
+    return root
+
+
+def test_physical_cores_count_each_core_once_on_a_hyper_threaded_node(tmp_path):
+    from utils.environment import physical_cores_of
+
+    # two sockets of two cores, two hardware threads each, numbered as Linux numbers them: the second thread of every
+    # core comes after all the first ones (cpu4 is core 0's sibling of cpu0); core ids repeat across sockets
+    topology = {0: (0, 0), 1: (0, 1), 2: (1, 0), 3: (1, 1), 4: (0, 0), 5: (0, 1), 6: (1, 0), 7: (1, 1)}
+    sysfs = _fake_topology(tmp_path, topology)
+    assert physical_cores_of(range(8), sysfs=sysfs) == 4, "8 logical CPUs on 4 cores"
+    assert physical_cores_of([0, 4], sysfs=sysfs) == 1, "two threads of one core: one core"
+    assert physical_cores_of([0, 2], sysfs=sysfs) == 2, "core 0 of each socket: two cores, not one"
+    assert physical_cores_of([0, 1, 4, 5], sysfs=sysfs) == 2, "a taskset of one socket's threads"
+    assert physical_cores_of([0, 9], sysfs=sysfs) is None, "a CPU without topology: unknown, not a guess"
+    assert physical_cores_of([], sysfs=sysfs) is None
+
+
+def test_usable_cpus_is_this_process_affinity():
+    import os
+
+    from utils.environment import usable_cpus
+
+    cpus = usable_cpus()
+    assert cpus and len(cpus) <= (os.cpu_count() or 1)
+    if hasattr(os, "sched_getaffinity"):
+        assert set(cpus) == os.sched_getaffinity(0)

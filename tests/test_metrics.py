@@ -110,3 +110,28 @@ def test_confusion_matrix_rejects_negative_classes_and_mixed_devices():
     with pytest.raises(ValueError, match="outside"):
         confusion_matrix(torch.tensor([-1, 0]), torch.tensor([0, 1]), 2)
     assert confusion_matrix(torch.tensor([], dtype=torch.int64), torch.tensor([], dtype=torch.int64), 3).sum() == 0
+
+
+def test_paired_difference_counts_only_the_samples_the_two_disagree_on():
+    import numpy as np
+    from utils.metrics import paired_difference
+
+    # a and b share 90 right and 2 wrong answers; a alone gets 6 right, b alone 2: a gain of 4 over 8 disagreements
+    a = np.array([True] * 90 + [False] * 2 + [True] * 6 + [False] * 2)
+    b = np.array([True] * 90 + [False] * 2 + [False] * 6 + [True] * 2)
+    d = paired_difference(a, b)
+    assert (d.gain, d.disagreements) == (4, 8)
+    assert d.noise == pytest.approx(2 * 8 ** 0.5) and not d.beyond_noise
+    # the same gain with no disagreement but those four images is beyond the noise (2 * sqrt(4) = 4 is not > 4)
+    assert paired_difference(a[:96], np.r_[b[:92], [False] * 4]).beyond_noise is False
+    assert paired_difference(torch.ones(100, dtype=torch.bool), torch.zeros(100, dtype=torch.bool)).beyond_noise
+    assert paired_difference(b, a).gain == -4, "the sign says which is better"
+
+
+def test_paired_difference_validates():
+    from utils.metrics import paired_difference
+
+    with pytest.raises(ValueError, match="same samples"):
+        paired_difference([True, False], [True])
+    with pytest.raises(ValueError, match="z must be"):
+        paired_difference([True], [True], z=0)

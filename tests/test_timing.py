@@ -90,3 +90,62 @@ def test_time_windows_validates():
         T.time_windows(lambda: None, calls_per_window=0)
     with pytest.raises(ValueError):
         T.time_windows(lambda: None, warmup=-1)
+
+
+class _FakeClock:
+    """time.perf_counter for utils.timing: each call of a timed function advances it by that function's cost."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_time_alternating_interleaves_and_flips_the_order(monkeypatch):
+    clock, calls = _FakeClock(), []
+    monkeypatch.setattr(T.time, "perf_counter", clock)
+    monkeypatch.setattr(T, "synchronize", lambda dev: None)
+
+    def setting(name: str, cost_s: float):
+        def fn():
+            calls.append(name)
+            clock.now += cost_s
+        return fn
+
+    result = T.time_alternating({"a": setting("a", 0.002), "b": setting("b", 0.001)}, rounds=3, repeats=2,
+                                warmup=1, rewarm=0)
+    # round 0: a (1 warm-up + 2), b (1 + 2); round 1 flipped: b, a (no warm-up); round 2: a, b
+    assert calls == ["a"] * 3 + ["b"] * 3 + ["b"] * 2 + ["a"] * 2 + ["a"] * 2 + ["b"] * 2
+    assert [len(t.times_s) for t in result["a"]] == [2, 2, 2]
+    assert [t.warmup for t in result["a"]] == [1, 0, 0]
+    assert T.pooled(result["a"]).median_s == pytest.approx(0.002)
+    assert T.pooled(result["b"]).times_s == pytest.approx([0.001] * 6)
+
+
+def test_time_alternating_spreads_a_burst_of_load_over_both_settings(monkeypatch):
+    """A machine that slows down half-way through: timed one after the other, the second setting takes all of the
+    slow-down and looks slower although both cost the same; interleaved, both see it alike."""
+    clock = _FakeClock()
+    monkeypatch.setattr(T.time, "perf_counter", clock)
+    monkeypatch.setattr(T, "synchronize", lambda dev: None)
+    done = [0]
+
+    def same_cost():
+        done[0] += 1
+        clock.now += 0.001 if done[0] <= 20 else 0.002      # after 20 calls the machine gets busy
+
+    one_after_other = {name: T.time_fn(same_cost, warmup=0, repeats=20) for name in ("a", "b")}
+    assert one_after_other["b"].median_s == pytest.approx(2 * one_after_other["a"].median_s)
+    done[0] = 0
+    alternating = T.time_alternating({"a": same_cost, "b": same_cost}, rounds=4, repeats=5, warmup=0, rewarm=0)
+    assert T.pooled(alternating["a"]).mean_s == pytest.approx(T.pooled(alternating["b"]).mean_s)
+
+
+def test_time_alternating_validates():
+    with pytest.raises(ValueError, match="empty"):
+        T.time_alternating({})
+    with pytest.raises(ValueError, match="rounds"):
+        T.time_alternating({"a": lambda: None}, rounds=0)
+    with pytest.raises(ValueError, match="no timings"):
+        T.pooled([])

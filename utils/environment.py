@@ -10,7 +10,8 @@ import platform
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterable
 
 import torch
 
@@ -121,6 +122,29 @@ def driver_version() -> str | None:
         return out.strip().splitlines()[0] if out.strip() else None
     except (subprocess.SubprocessError, OSError):
         return None
+
+
+def usable_cpus() -> list[int]:
+    """The logical CPUs this process may run on (its affinity: a container or ``taskset`` can allow fewer than the
+    machine has). A CPU quota such as ``docker --cpus`` does not show here."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def physical_cores_of(cpus: Iterable[int], *, sysfs: Path = Path("/sys/devices/system/cpu")) -> int | None:
+    """How many physical cores the logical CPUs ``cpus`` sit on: distinct (package, core) pairs from Linux's CPU
+    topology, so the two hardware threads of one core count once. ``None`` where the topology is missing (not Linux,
+    or a CPU without it): fall back to ``psutil.cpu_count(logical=False)``, which counts the whole machine."""
+    cores = set()
+    for cpu in cpus:
+        topology = sysfs / f"cpu{cpu}" / "topology"
+        try:
+            cores.add((topology.joinpath("physical_package_id").read_text().strip(),
+                       topology.joinpath("core_id").read_text().strip()))
+        except OSError:
+            return None
+    return len(cores) or None
 
 
 def environment_report() -> EnvironmentReport:

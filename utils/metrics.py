@@ -158,3 +158,35 @@ def collect_predictions(model: nn.Module, loader: Iterable, device: torch.device
     if not logits:
         raise ValueError("the loader yielded no batches")
     return Predictions(torch.cat(logits), torch.cat(targets).long())
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """Two classifiers scored on the same test samples: how many more samples ``a`` gets right than ``b``, and the
+    test set's sampling noise of that number (all counts in samples, e.g. test images)."""
+
+    gain: int              # samples a gets right minus samples b gets right
+    disagreements: int     # samples exactly one of the two gets right: only these move ``gain``
+    noise: float           # z * sqrt(disagreements): the noise level ``gain`` is judged against
+
+    @property
+    def beyond_noise(self) -> bool:
+        return abs(self.gain) > self.noise
+
+
+def paired_difference(right_a, right_b, *, z: float = 2.0) -> PairedDifference:
+    """Compare two classifiers on the same samples from their per-sample correctness (boolean arrays or tensors).
+
+    Only the samples one of them gets right and the other not move the difference (McNemar's test). Were the two
+    equally good, each of those would go either way with even odds, so ``gain`` would have a standard deviation of
+    ``sqrt(disagreements)``; a gain within ``z`` of those is within the test set's noise. Seed-to-seed variation of
+    training is not in it: a gain beyond it from one seed is consistent with a real difference, not proof of one.
+    """
+    a = torch.as_tensor(right_a).reshape(-1).bool()
+    b = torch.as_tensor(right_b).reshape(-1).bool()
+    if a.shape != b.shape:
+        raise ValueError(f"right_a and right_b must mark the same samples: got {a.numel()} and {b.numel()} values")
+    if z <= 0:
+        raise ValueError(f"z must be > 0 (how many standard deviations count as noise), got {z}")
+    disagreements = int((a != b).sum())
+    return PairedDifference(int(a.sum()) - int(b.sum()), disagreements, z * disagreements ** 0.5)

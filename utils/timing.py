@@ -9,6 +9,7 @@ includes one host-device round trip (tens of microseconds on a GPU). That is rig
 For a step that a training loop issues back to back (the device queue never runs dry, nothing waits in between)
 the right number is the *throughput* time per call: :func:`time_windows` times windows of many back-to-back calls
 with one synchronisation per window (CUDA events on the GPU's clock), so the round trip is spread over the window.
+To compare settings, :func:`time_alternating` interleaves them round by round.
 """
 from __future__ import annotations
 
@@ -119,6 +120,41 @@ def time_windows(fn: Callable[[], object], *, device: torch.device | str = "cpu"
             synchronize(dev)
             per_call.append((time.perf_counter() - start) / calls_per_window)
     return Timing(per_call, warmup, str(dev))
+
+
+def time_alternating(fns: dict[str, Callable[[], object]], *, device: torch.device | str = "cpu", rounds: int = 3,
+                     repeats: int = 5, warmup: int = 3, rewarm: int = 1,
+                     flip_order: bool = True) -> dict[str, list[Timing]]:
+    """A/B (or A/B/C...) timing that interleaves the settings, so that drift and bursts of load from other processes
+    hit every setting alike instead of whichever ran last.
+
+    ``rounds`` rounds; in each, every callable in ``fns`` is timed by :func:`time_fn` with ``repeats`` calls, after
+    ``warmup`` untimed calls in the first round and ``rewarm`` in later ones. With ``flip_order`` the order reverses
+    every other round (A B, B A, A B, ...), so neither setting always runs right after the other.
+    Returns ``{name: [Timing of round 0, round 1, ...]}`` (seconds per call): keep the rounds apart to see the
+    noise (how far one setting's rounds spread), or pool them with :func:`pooled`.
+    """
+    if not fns:
+        raise ValueError("fns is empty: give {name: callable} for each setting to compare")
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if rewarm < 0:
+        raise ValueError(f"rewarm must be >= 0, got {rewarm}")
+    names = list(fns)
+    result: dict[str, list[Timing]] = {name: [] for name in names}
+    for r in range(rounds):
+        order = names[::-1] if flip_order and r % 2 else names
+        for name in order:
+            result[name].append(time_fn(fns[name], device=device, warmup=warmup if r == 0 else rewarm,
+                                        repeats=repeats))
+    return result
+
+
+def pooled(timings: list[Timing]) -> Timing:
+    """One :class:`Timing` holding every run of ``timings`` (e.g. one setting's rounds from :func:`time_alternating`)."""
+    if not timings:
+        raise ValueError("no timings to pool")
+    return Timing([t for timing in timings for t in timing.times_s], timings[0].warmup, timings[0].device)
 
 
 class Stopwatch:
