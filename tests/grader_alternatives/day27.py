@@ -73,6 +73,22 @@ def guarded_step(model, images, targets, optimizer, max_grad_norm=1.0):
     return value
 '''),
     Alternative(
+        cell="day27_guarded_step",
+        why="zeroes the gradients with model.zero_grad() (the optimizer holds every parameter) and clips with "
+            "clip_grad_norm_'s foreach path",
+        source='''def guarded_step(model, images, targets, optimizer, max_grad_norm=1.0):
+    if not torch.isfinite(images).all():
+        raise ValueError("the input batch holds NaN or inf")
+    loss = nn.functional.cross_entropy(model(images), targets)
+    if not torch.isfinite(loss):
+        return None
+    model.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm, foreach=True)
+    optimizer.step()
+    return loss.item()
+'''),
+    Alternative(
         cell="day27_accuracy",
         why="inference_mode instead of no_grad, counts kept as a device tensor and read once, the mode restored "
             "without try/finally",
