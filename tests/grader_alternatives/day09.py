@@ -124,6 +124,32 @@ def oom_safe_fits(attempt, device):
 '''),
     Alternative(
         cell="day09_oom_safe_fits",
+        why="frees after every trial, a success too, in a finally block that runs once the except block has let go of "
+            "the error (as utils.batch_size.cuda_fits does)",
+        source='''import gc
+
+def oom_safe_fits(attempt, device):
+    on_cuda = torch.device(device).type == "cuda"
+
+    def fits(batch_size):
+        ok = False
+        try:
+            try:
+                attempt(batch_size)
+                ok = True
+            except RuntimeError as error:
+                if not is_out_of_memory(error):
+                    raise
+        finally:
+            gc.collect()
+            if on_cuda:
+                torch.cuda.empty_cache()
+        return ok
+
+    return fits
+'''),
+    Alternative(
+        cell="day09_oom_safe_fits",
         find="        if on_cuda:\n            torch.cuda.empty_cache()",
         replace="        if on_cuda and torch.cuda.is_available():     # also guards a CPU-only build\n"
                 "            torch.cuda.empty_cache()",
