@@ -69,6 +69,22 @@ def test_grading_kernels_use_unix_sockets_outside_the_submission(tmp_path, monke
         "the kernel's sockets show in the folder the notebook runs in"
 
 
+def test_suite_subprocesses_skip_the_optional_iri_checker_and_still_validate_notebooks():
+    """tests/import_shortcuts: the nbgrader and papermill commands the suite starts do not build rfc3987_syntax's
+    grammars (about 1.5 s of CPU each), and nbformat still validates a notebook (and rejects a broken one)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, nbformat\n"
+            "nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('1')])\n"
+            "nbformat.validate(nb)\n"
+            "nb.cells[0]['cell_type'] = 'no such type'\n"
+            "try:\n    nbformat.validate(nb)\nexcept nbformat.ValidationError:\n    print('rejected')\n"
+            "print('rfc3987_syntax' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["rejected", "False"], out
+
+
 # Cell metadata that a notebook run or a JupyterLab session adds; nbstripout removes it too (tools/githooks).
 RUN_METADATA = ("ExecuteTime", "execution", "collapsed", "scrolled")
 
