@@ -3,6 +3,8 @@ from grader_mutants import Mutant
 
 _SCHEDULE = ("    for group in optimizer.param_groups:                   # before the scheduler reads the rates\n"
              "        group[\"lr\"] *= effective / base_batch\n"
+             "        if \"initial_lr\" in group:                          # set by an earlier scheduler: LambdaLR reads this one\n"
+             "            group[\"initial_lr\"] *= effective / base_batch\n"
              "    steps_per_epoch = math.ceil(batches_per_epoch / accumulation_steps)\n"
              "    factor = warmup_cosine(warmup_epochs * steps_per_epoch, epochs * steps_per_epoch, floor=floor)\n"
              "    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)")
