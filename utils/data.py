@@ -1,7 +1,8 @@
-"""Datasets: splits, the :class:`DataSplits` every loader returns, and the offline default (scikit-learn's digits).
+"""Datasets: the :class:`DataSplits` every loader returns, and the offline default (scikit-learn's digits).
 
-Every loader returns :class:`DataSplits`: stratified train/val/test splits that share no sample, normalised with
-statistics computed on the training split only, and a :meth:`DataSplits.loaders` method for DataLoaders.
+Every loader returns :class:`DataSplits`: stratified train/val/test splits (:mod:`utils.splits`) that share no
+sample, normalised with statistics computed on the training split only, and a :meth:`DataSplits.loaders` method for
+DataLoaders.
 :func:`load_dataset` is the one entry point; CIFAR-10, Imagenette and ImageFolder trees come from torchvision
 through :mod:`utils.datasets`, which also decides where their files live (:func:`utils.datasets.data_root`).
 """
@@ -16,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from .seeding import make_generator, seed_worker
+from .splits import bundled_digits, stratified_split, stratified_subsample
 
 DATASETS = ("digits", "cifar10", "imagenette", "imagefolder")
 
@@ -24,43 +26,7 @@ class DatasetUnavailableError(RuntimeError):
     """The dataset is neither on disk nor downloadable right now. The message names the offline alternative."""
 
 
-# --------------------------------------------------------------------------------------------------- splits
-def stratified_split(labels: Sequence[int] | np.ndarray | torch.Tensor, val_fraction: float = 0.15,
-                     test_fraction: float = 0.15, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Split sample indices into train/val/test so that each split keeps the class proportions.
-
-    Returns three disjoint, sorted index arrays that together cover every sample. ``val_fraction`` or
-    ``test_fraction`` may be 0 (that split is then empty).
-    """
-    from sklearn.model_selection import train_test_split
-
-    y = np.asarray(labels.cpu() if isinstance(labels, torch.Tensor) else labels)
-    if y.ndim != 1 or len(y) == 0:
-        raise ValueError("labels must be a non-empty 1-D sequence of class indices")
-    for name, f in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
-        if not 0 <= f < 1:
-            raise ValueError(f"{name} must be in [0, 1), got {f}")
-    if val_fraction + test_fraction >= 1:
-        raise ValueError(f"val_fraction + test_fraction must be < 1, got {val_fraction + test_fraction}")
-    idx = np.arange(len(y))
-    holdout = val_fraction + test_fraction
-    if holdout == 0:
-        return idx, idx[:0], idx[:0]
-    try:
-        train_idx, rest_idx = train_test_split(idx, test_size=holdout, stratify=y, random_state=seed)
-        if test_fraction == 0:
-            return np.sort(train_idx), np.sort(rest_idx), idx[:0]
-        if val_fraction == 0:
-            return np.sort(train_idx), idx[:0], np.sort(rest_idx)
-        val_idx, test_idx = train_test_split(rest_idx, test_size=test_fraction / holdout, stratify=y[rest_idx],
-                                             random_state=seed)
-    except ValueError as e:  # sklearn: a split would get fewer samples than there are classes
-        raise ValueError(f"cannot split {len(y)} samples of {len(np.unique(y))} classes into val_fraction="
-                         f"{val_fraction} and test_fraction={test_fraction} keeping class proportions ({e}). Every "
-                         "split needs at least one sample per class: use more samples, or a fraction of 0.") from e
-    return np.sort(train_idx), np.sort(val_idx), np.sort(test_idx)
-
-
+# --------------------------------------------------------------------------------------------------- subsets
 class TransformedSubset(Dataset):
     """The samples ``indices`` of ``base`` (which yields ``(image, label)``), with ``transform`` applied to images.
 
@@ -163,15 +129,13 @@ def load_digits(image_size: int = 32, *, val_fraction: float = 0.15, test_fracti
     """scikit-learn's bundled handwritten digits (1,797 real 8x8 scans, 10 classes) as 3 x image_size x image_size
     tensors. Works offline. Pixels are scaled to [0, 1], resized bilinearly, copied to 3 channels, and normalised
     with the training split's mean and std."""
-    from sklearn.datasets import load_digits as sk_load_digits
-
     size = check_image_size(image_size)
-    bunch = sk_load_digits()
-    images = torch.tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0  # (N,1,8,8) in [0,1]
+    scans, targets = bundled_digits()
+    images = torch.tensor(scans, dtype=torch.float32).unsqueeze(1) / 16.0  # (N,1,8,8) in [0,1]
     if size != 8:
         images = torch.nn.functional.interpolate(images, size=(size, size), mode="bilinear", align_corners=False)
     images = images.clamp_(0, 1).expand(-1, 3, -1, -1).contiguous()
-    labels = torch.tensor(bunch.target, dtype=torch.long)
+    labels = torch.tensor(targets, dtype=torch.long)
     tr, va, te = stratified_split(labels, val_fraction, test_fraction, seed)
     if max_train_samples is not None and max_train_samples < len(tr):
         tr = np.sort(stratified_subsample(labels[tr].numpy(), max_train_samples, seed, tr))
@@ -185,17 +149,6 @@ def load_digits(image_size: int = 32, *, val_fraction: float = 0.15, test_fracti
 
     return DataSplits("digits", part(tr), part(va), part(te), [str(i) for i in range(10)],
                       tuple(mean.tolist()), tuple(std.tolist()), size)
-
-
-def stratified_subsample(labels: np.ndarray, n: int, seed: int, indices: np.ndarray | None = None) -> np.ndarray:
-    """``n`` of ``indices`` (default: all positions) keeping class proportions."""
-    from sklearn.model_selection import train_test_split
-
-    idx = np.arange(len(labels)) if indices is None else np.asarray(indices)
-    if n >= len(idx):
-        return idx
-    keep, _ = train_test_split(idx, train_size=n, stratify=labels, random_state=seed)
-    return keep
 
 
 # --------------------------------------------------------------------------------------------------- statistics

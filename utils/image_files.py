@@ -13,18 +13,18 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from .splits import bundled_digits
+
 
 def write_digit_pngs(directory: str | Path, n: int | None = None, image_size: int = 128, seed: int = 0
                      ) -> list[tuple[Path, int]]:
     """Write ``n`` of scikit-learn's 1,797 real 8x8 digit scans (all when ``None``, else a seeded random choice) as ``image_size`` x ``image_size`` RGB PNG files in an ImageFolder layout
     (``directory/<label>/<index>.png``). Existing files are reused. Returns ``(path, label)`` pairs."""
     from PIL import Image
-    from sklearn.datasets import load_digits
-
     if image_size < 8:
         raise ValueError(f"image_size must be >= 8 pixels, got {image_size}")
-    digits = load_digits()
-    order = np.arange(len(digits.target))
+    scans, targets = bundled_digits()
+    order = np.arange(len(targets))
     if n is not None:
         if not 1 <= n <= len(order):
             raise ValueError(f"n must be in 1..{len(order)}, got {n}")
@@ -32,11 +32,11 @@ def write_digit_pngs(directory: str | Path, n: int | None = None, image_size: in
     root = Path(directory)
     samples: list[tuple[Path, int]] = []
     for i in order:
-        label = int(digits.target[i])
+        label = int(targets[i])
         path = root / str(label) / f"{i:05d}_{image_size}.png"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            pixels = (digits.images[i] * (255 / 16)).round().astype(np.uint8)
+            pixels = (scans[i] * (255 / 16)).round().astype(np.uint8)
             Image.fromarray(pixels).resize((image_size, image_size), Image.BICUBIC).convert("RGB").save(path)
         samples.append((path, label))
     return samples
