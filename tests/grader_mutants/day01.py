@@ -36,6 +36,16 @@ MUTANTS = [
                    '        return "cpu"\n',
            why="an explicit 'cpu' still asks about CUDA (to print a hint), touching a driver that may be broken",
            caught_by="day01_choose_device_tests"),
+    Mutant(cell="day01_choose_device",
+           find='re.fullmatch(r"cuda(:\\d+)?", pref)',
+           replace='pref.startswith("cuda")',
+           why="any name starting with 'cuda' is accepted: 'cuda:x' is returned as a device",
+           caught_by="day01_choose_device_tests"),
+    Mutant(cell="day01_choose_device",
+           find="""raise RuntimeError(f"unknown device {preference!r}: use 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")""",
+           replace='return "cpu"',
+           why="an unknown device name ('tpu', 'gpu') silently falls back to the CPU",
+           caught_by="day01_choose_device_tests"),
     Mutant(cell="day01_gpus_seen_with",
            find='    env = dict(os.environ)                      # the child\'s environment: a copy, this kernel\'s stays as it is\n'
                 '    if value is None:\n        env.pop("CUDA_VISIBLE_DEVICES", None)\n    else:\n'
