@@ -62,6 +62,8 @@ def test_cuda_fits_runs_on_cpu_and_catches_oom(monkeypatch):
 @pytest.mark.parametrize("error", [
     torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
     RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"),
+    RuntimeError("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED"),
+    RuntimeError("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED"),
     RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"),
 ])
 def test_cuda_fits_treats_allocation_failures_as_oom_and_frees_outside_except(monkeypatch, error):

@@ -5,6 +5,7 @@ import sys
 import threading
 import time
 import types
+from dataclasses import replace
 
 import pytest
 import torch
@@ -73,13 +74,24 @@ def test_summary_and_columns_skip_unmeasured_fields():
     cols = mon.as_dict()
     assert cols["gpu_util_pct"] == [1.0, 2.0]
     assert cols["gpu_temperature_c"] == [None, None]
-    s = mon.summary()
+    s = mon.summary(skip_first=False)
     assert s["samples"] == 2.0
     assert s["gpu_util_pct_mean"] == pytest.approx(1.5)
     assert s["gpu_util_pct_max"] == 2.0
     assert s["gpu_mem_used_bytes_max"] == 2000.0
     assert "gpu_temperature_c_mean" not in s
     assert mon.marks and mon.marks[0][1] == "epoch 1"
+
+
+def test_summary_leaves_out_the_sample_taken_at_start():
+    # psutil's first process reading has almost no interval behind it: 0 %, or ~10,000 % when a 10 ms tick lands in it
+    with Monitor(interval_s=10.0, reader=FakeReader()) as mon:
+        pass
+    mon.samples[0] = replace(mon.samples[0], process_cpu_pct=10_000.0)
+    mon.samples[1] = replace(mon.samples[1], process_cpu_pct=99.0)
+    s = mon.summary()
+    assert s["samples"] == 1.0 and s["process_cpu_pct_mean"] == 99.0 and s["process_cpu_pct_max"] == 99.0
+    assert mon.summary(skip_first=False)["process_cpu_pct_max"] == 10_000.0
 
 
 def test_errors_are_explicit():

@@ -78,8 +78,11 @@ def budget_fits(breakdown: MemoryBreakdown, budget_bytes: int, overhead_fraction
 
 
 #: Messages of errors that mean "the device ran out of memory" without being a ``torch.OutOfMemoryError``: cuDNN
-#: and cuBLAS report a failed workspace or handle allocation as a plain ``RuntimeError``.
-OOM_MARKERS = ("out of memory", "CUDNN_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_ALLOC_FAILED")
+#: and cuBLAS report a failed workspace or handle allocation as a plain ``RuntimeError``. cuDNN 9 (current CUDA
+#: builds of PyTorch) names it ``..._INTERNAL_ERROR_{DEVICE,HOST}_ALLOCATION_FAILED``; cuDNN 8 said ``ALLOC_FAILED``.
+OOM_MARKERS = ("out of memory", "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED",
+               "CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
+               "CUBLAS_STATUS_ALLOC_FAILED")
 
 
 def is_out_of_memory(error: BaseException) -> bool:

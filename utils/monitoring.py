@@ -318,14 +318,21 @@ class Monitor:
             rows = [asdict(s) for s in self.samples]
         return {f.name: [r[f.name] for r in rows] for f in fields(Sample)}
 
-    def summary(self) -> dict[str, float]:
-        """Mean and max of every field that was measured (``None`` fields are skipped), e.g. ``gpu_util_pct_mean``."""
-        out: dict[str, float] = {"samples": float(len(self.samples)),
+    def summary(self, skip_first: bool = True) -> dict[str, float]:
+        """Mean and max of every field that was measured (``None`` fields are skipped), e.g. ``gpu_util_pct_mean``,
+        and ``samples``, how many samples they are over.
+
+        ``skip_first`` leaves out the sample taken at start (when there are others), as :func:`device_utilisation`
+        does: psutil's first process reading covers only the microseconds since it was primed, and reads 0 % or, when
+        the process's CPU time (counted in 10 ms steps on Linux) ticks inside them, thousands of per cent.
+        """
+        start = 1 if skip_first and len(self.samples) > 1 else 0
+        out: dict[str, float] = {"samples": float(len(self.samples) - start),
                                  "duration_s": self.samples[-1].t_s if self.samples else 0.0}
         for name, values in self.as_dict().items():
             if name == "t_s":
                 continue
-            measured = [float(v) for v in values if v is not None]
+            measured = [float(v) for v in values[start:] if v is not None]
             if measured:
                 out[f"{name}_mean"] = sum(measured) / len(measured)
                 out[f"{name}_max"] = max(measured)

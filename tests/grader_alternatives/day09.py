@@ -105,7 +105,9 @@ def oom_safe_fits(attempt, device):
         why="checks the error type and messages by hand instead of is_out_of_memory, and the device by its string",
         source='''import gc
 
-OOM_MESSAGES = ("out of memory", "CUDNN_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_ALLOC_FAILED")
+OOM_MESSAGES = ("out of memory", "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED",
+                "CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
+                "CUBLAS_STATUS_ALLOC_FAILED")
 
 def oom_safe_fits(attempt, device):
     def fits(batch_size):
@@ -165,7 +167,8 @@ def oom_safe_fits(attempt, device):
 def _ran_out_of_memory(error: BaseException) -> bool:
     # CUDA raises torch.OutOfMemoryError; cuDNN, cuBLAS and Apple's MPS raise a RuntimeError that says so.
     text = str(error)
-    return isinstance(error, torch.OutOfMemoryError) or "out of memory" in text.lower() or "ALLOC_FAILED" in text
+    return (isinstance(error, torch.OutOfMemoryError) or "out of memory" in text.lower() or "ALLOC_FAILED" in text
+            or "ALLOCATION_FAILED" in text)
 
 def oom_safe_fits(attempt, device):
     kind = torch.device(device).type
