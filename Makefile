@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Three workers on the 2-core CI machine: each notebook kernel gets one thread, and while one worker's test waits (on
 # a subprocess, a sleep, a kernel starting) the third keeps both cores busy. `make test` on a quiet 2-core machine:
-# 22 min 08 s with 2 workers, 19 min 44 s with 3 (4 December 2026). On a bigger machine, PYTEST_WORKERS=N.
+# 22 min 08 s with 2 workers, 19 min 29 s with 3 (4 December 2026). On a bigger machine, PYTEST_WORKERS=N.
 PYTEST_WORKERS ?= 3
 
 .PHONY: setup lab workspace update test test-fast test-grader run days hooks audit clean-venv
