@@ -13,7 +13,7 @@ from utils import splits as S
 
 LABEL_SETS = {
     "balanced": np.repeat(np.arange(5), 40),
-    "skewed": np.array([0] * 50 + [1] * 7 + [2] * 13 + [3] * 2),  # remainders tie: the random tie-break is used
+    "skewed": np.array([0] * 50 + [1] * 7 + [2] * 13 + [3] * 2),  # at 0.5, two remainders tie: the random tie-break
     "shuffled_digits": np.random.default_rng(0).permutation(np.repeat(np.arange(10), 31)[:301]),
     "string_classes": np.array(list("abcab" * 12)),
 }

@@ -20,7 +20,8 @@ import torch
 from torch.utils.data import Dataset
 
 from .data import (DataSplits, DatasetUnavailableError, TransformedSubset, check_image_size, compute_mean_std,
-                   dataset_labels, stratified_split, stratified_subsample)
+                   dataset_labels)
+from .splits import stratified_split, stratified_subsample
 
 DATA_ENV_VAR = "BOOTCAMP_DATA"
 DEFAULT_DATA_DIR = Path("~/.cache/gpu-bootcamp/data")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
-from math import ceil, floor
+from math import ceil
 from pathlib import Path
 from typing import Sequence
 
