@@ -55,3 +55,28 @@ def test_halves_down_to_the_minimum():
     assert plan_batch_size(model, (10,), preferred=64, device="cpu", free_bytes=budget).batch_size == 16
     with pytest.raises(ValueError):
         plan_batch_size(model, (10,), preferred=0, device="cpu")
+
+
+@pytest.mark.parametrize("preferred,planned,expected", [
+    (128, 128, (128, 1)),       # it fits: no accumulation
+    (128, 32, (32, 4)),         # a power of two halves exactly
+    (100, 12, (10, 10)),        # halving gives 12, which does not divide 100: 12 x 8 would train on 96 images
+    (97, 48, (1, 97)),          # a prime preferred batch: only batch 1 keeps it exact
+])
+def test_accumulation_split_keeps_the_effective_batch(preferred, planned, expected):
+    plan = MemoryPlan(planned, preferred, 8 * GiB, 0, 1)
+    micro, steps = plan.accumulation_split()
+    assert (micro, steps) == expected and micro * steps == preferred and micro <= planned
+
+
+def test_accumulation_split_on_a_simulated_small_card():
+    # What Day 32 does on CUDA, run on the CPU with the free memory given: ResNet-like conv net, a card with room
+    # for about 20 samples at the preferred 64. The split must keep 64 images per optimizer step.
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.Linear(16 * 16 * 16, 10))
+    probe = plan_batch_size(model, (3, 16, 16), preferred=64, device="cpu", free_bytes=10**12,
+                           optimizer_states=2)
+    budget = int((probe.fixed_bytes + 20 * probe.per_sample_bytes) / 0.9) + 1
+    plan = plan_batch_size(model, (3, 16, 16), preferred=64, device="cpu", free_bytes=budget, optimizer_states=2)
+    assert plan.batch_size == 16 and plan.accumulation_split() == (16, 4)
+    assert MemoryPlan(None, 64, 1, 0, 1).accumulation_split() is None

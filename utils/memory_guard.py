@@ -41,6 +41,15 @@ class MemoryPlan:
     def predicted_bytes(self, batch_size: int) -> int:
         return self.fixed_bytes + batch_size * self.per_sample_bytes
 
+    def accumulation_split(self) -> tuple[int, int] | None:
+        """``(micro_batch, steps)`` with ``micro_batch * steps == preferred`` and ``micro_batch`` the largest divisor
+        of ``preferred`` not above the planned batch: gradient accumulation over ``steps`` micro-batches keeps the
+        effective batch (and so the recipe) of the preferred one. ``None`` when not even the minimum fits."""
+        if self.batch_size is None:
+            return None
+        micro = max(d for d in range(1, self.batch_size + 1) if self.preferred % d == 0)
+        return micro, self.preferred // micro
+
     def explanation(self) -> str:
         gib = 2**30
         if self.free_bytes is None:
