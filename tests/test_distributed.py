@@ -230,7 +230,8 @@ print(json.dumps({"alive_after_del": alive_after_del, "alive_after_cleanup": ref
 def test_cleanup_frees_a_ddp_module_left_in_a_reference_cycle():
     # In a fresh interpreter, as in a worker script: the first DDP module's constructor imports torch._dynamo
     # lazily, and that import leaves the module in a reference cycle (not when torch._dynamo was imported before,
-    # which is why this runs in its own process). `del` leaves it alive, and one collected only at interpreter
+    # which is why this runs in its own process). With automatic collection off (as in CYCLE_SCRIPT), `del` leaves
+    # it alive; with it on, a collection during the import usually frees it. One collected only at interpreter
     # shutdown aborted 8 of 20 gloo runs. cleanup() must collect it first.
     env = {k: v for k, v in os.environ.items() if k not in JOB_VARS}
     done = subprocess.run([sys.executable, "-c", CYCLE_SCRIPT], capture_output=True, text=True, timeout=120, env=env)

@@ -230,8 +230,10 @@ def collect_before_exit() -> None:
     Two things keep such objects alive after the script lets go of them:
 
     * the first ``DistributedDataParallel`` module built in a process that has not imported torch's compiler modules
-      yet sits in a reference cycle: its constructor imports ``torch._dynamo`` and ``torch._inductor`` lazily, and a
-      frame of that import stays referenced and holds the constructor's ``self``. Only the garbage collector frees it;
+      yet can sit in a reference cycle: its constructor imports ``torch._dynamo`` and ``torch._inductor`` lazily, and
+      a frame of that import stays referenced and holds the constructor's ``self``. Only the garbage collector frees
+      it: with automatic collection on, the collections that run during that large import usually do so before the
+      constructor returns; with ``gc.disable()`` it stays until an explicit collection;
     * DTensor (FSDP2's parameters) caches its sharding decisions, and every cached ``DTensorSpec`` holds its
       ``DeviceMesh``, which holds its process groups (``DeviceMesh._pg_registry``). So after an FSDP2 run the group,
       its gloo worker threads and rank 0's store thread live on after ``destroy_process_group()``, until the
