@@ -79,7 +79,8 @@ def tf32_in_use() -> dict[str, bool]:
 
 @contextmanager
 def _quiet_legacy_warning() -> Iterator[None]:
-    # PyTorch 2.9-2.11 warn once when a legacy setter is used; here it is deliberate (it keeps the getters in sync).
+    # Some PyTorch builds warn once when a legacy setter is used (2.11 and 2.14 do not); here the use is deliberate
+    # (it keeps the getters in sync), so such a warning would only be noise.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*new API settings to control TF32.*")
         yield

@@ -118,4 +118,8 @@ MUTANTS = [
            replace='        if kind == "compute" and built <= gpu:\n            return "ptx"\n    return "none"',
            why="returns ptx at the first fitting compute entry, before a fitting cubin later in the list is seen",
            caught_by="day01_runs_on_tests"),
+    Mutant(cell="day01_gpus_seen_with",
+           find="    env = dict(os.environ) ", replace="    env = {} ",
+           why="the child gets only CUDA_VISIBLE_DEVICES: PATH, LD_LIBRARY_PATH and the rest of the environment are lost",
+           caught_by="day01_gpus_seen_with_tests"),
 ]
