@@ -37,4 +37,14 @@ MUTANTS = [
            replace="    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.unscale_(optimizer)\n",
            why="unscaled after clipping: the clip compared the scaled gradients with the true threshold",
            caught_by="day11_amp_train_step_tests"),
+    Mutant(cell="day11_amp_train_step",
+           find="        loss = nn.functional.cross_entropy(model(x), y)\n    scaler.scale(loss).backward()\n"
+                "    scaler.unscale_(optimizer)\n    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n"
+                "    scaler.step(optimizer)\n    scaler.update()\n",
+           replace="        loss = nn.functional.cross_entropy(model(x), y)\n        scaler.scale(loss).backward()\n"
+                   "        scaler.unscale_(optimizer)\n"
+                   "        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n"
+                   "        scaler.step(optimizer)\n        scaler.update()\n",
+           why="the backward pass, clipping and the step run inside the autocast block",
+           caught_by="day11_amp_train_step_tests"),
 ]

@@ -50,4 +50,8 @@ MUTANTS = [
            caught_by="day12_train_epoch_accumulated_tests"),
     Mutant(cell="day12_train_epoch_accumulated", find="    model.train()\n", replace="",
            why="left an eval-mode model in eval mode", caught_by="day12_train_epoch_accumulated_tests"),
+    Mutant(cell="day12_train_epoch_accumulated",
+           find="        x, y = x.to(device_), y.to(device_)\n", replace="",
+           why="does not move the micro-batches to the model's device (invisible on a CPU, a crash on the first GPU)",
+           caught_by="day12_train_epoch_accumulated_tests"),
 ]
