@@ -75,4 +75,9 @@ MUTANTS = [
            find="        dist.all_reduce(mean)\n", replace="",
            why="logs this rank's loss as if it were the global one",
            caught_by="day21_ddp_accum_worker_tests"),
+    Mutant(cell="day21_plan_training",
+           find="    free = mem_fraction * gpu_mem_bytes - bytes_per_param * num_params",
+           replace="    free = mem_fraction * (gpu_mem_bytes - bytes_per_param * num_params)",
+           why="applies the safety fraction to the memory left after the training state, not to the card",
+           caught_by="day21_plan_training_tests"),
 ]

@@ -68,4 +68,9 @@ MUTANTS = [
            find=".argsort(descending=True, stable=True)[:k]", replace=".argsort(descending=True, stable=True)",
            why="ignores k and returns every mistake",
            caught_by="day29_confident_mistakes_tests"),
+    Mutant(cell="day29_penultimate_features",
+           find="        handle.remove()\n        model.train(was_training)\n    return",
+           replace="        handle.remove()\n    model.train(was_training)\n    return",
+           why="restores the mode after the try block: a forward pass that raises leaves the model in eval mode",
+           caught_by="day29_penultimate_features_tests"),
 ]

@@ -103,4 +103,11 @@ MUTANTS = [
            find="targets, T=T, alpha=alpha)", replace="targets)",
            why="does not pass T and alpha on: the loss always uses the defaults",
            caught_by="day31_distillation_step_tests"),
+    Mutant(cell="day31_quantize_int8",
+           find="    zero_point = int(max(-128, min(127, round(-128 - lo / scale))))\n"
+                "    q = torch.clamp(torch.round(x / scale) + zero_point, -128, 127).to(torch.int8)\n",
+           replace="    zero_point = int(max(-128, min(127, (-128 - lo / scale + 0.5) // 1)))\n"
+                   "    q = torch.clamp(torch.floor(x / scale + 0.5) + zero_point, -128, 127).to(torch.int8)\n",
+           why="rounds ties up (floor(v + 0.5)): a range end exactly on a tie lands on -127",
+           caught_by="day31_quantize_int8_tests"),
 ]
