@@ -287,3 +287,22 @@ def test_the_fresh_process_may_start_dataloader_workers():
         return [int(b.sum()) for b in DataLoader(list(range(8)), batch_size=4, num_workers=1)]
 
     assert call_in_fresh_process(batch_sums, timeout_s=120) == [6, 22]
+
+
+def test_multi_tensor_apply_table_follows_the_compiled_header(monkeypatch, tmp_path):
+    # PyTorch 2.11's cu130 wheel has no CUDA 13 branch in MultiTensorApply.cuh; 2.14's has (both read on 2026-12-04).
+    from utils.fast_path import multi_tensor_apply_table
+    with_branch = tmp_path / "new.cuh"
+    with_branch.write_text("#if defined(CUDART_VERSION) && CUDART_VERSION >= 13000\nstatic constexpr int x[5] = {770};")
+    without = tmp_path / "old.cuh"
+    without.write_text("static constexpr int depth_to_max_tensors[5] = {110, 64, 48, 36, 30};")
+    for cuda in (None, "12.6"):
+        monkeypatch.setattr(torch.version, "cuda", cuda)
+        assert multi_tensor_apply_table(with_branch) == 12, "a CUDA 12 (or CPU) build has the CUDA 12 limits"
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    assert multi_tensor_apply_table(with_branch) == 13
+    assert multi_tensor_apply_table(without) == 12, "a CUDA 13 build of an older torch keeps the CUDA 12 limits"
+    monkeypatch.setattr(torch, "__version__", "2.11.0+cu130")
+    assert multi_tensor_apply_table(tmp_path / "missing.cuh") == 12
+    monkeypatch.setattr(torch, "__version__", "2.14.1+cu130")
+    assert multi_tensor_apply_table(tmp_path / "missing.cuh") == 13

@@ -33,6 +33,7 @@ import pickle
 import sys
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -40,7 +41,7 @@ import torch
 from .tf32 import restore_tf32_flags, set_tf32, tf32_flags
 
 __all__ = ["FastPathDecision", "plan_fast_path", "apply_fast_path", "fast_path_flags", "restore_fast_path_flags",
-           "multi_tensor_apply_launches", "needs_fresh_process", "call_in_fresh_process",
+           "multi_tensor_apply_launches", "multi_tensor_apply_table", "needs_fresh_process", "call_in_fresh_process",
            "run_with_fresh_plans", "FreshPlansRun", "FreshProcessUnavailable", "PLANS_REUSED"]
 
 TF32_MIN_CAPABILITY = (8, 0)
@@ -117,10 +118,25 @@ def plan_fast_path(device_type: str, compute_capability: tuple[int, int] | None 
 
 
 #: ``ATen/native/cuda/MultiTensorApply.cuh``: elements per block ("chunk"), and per launch the most tensors (by the
-#: number of lists an op reads and writes, its "depth", 1 to 5) and blocks; CUDA 13 builds allow larger launches.
+#: number of lists an op reads and writes, its "depth", 1 to 5) and blocks; the CUDA 13 builds of PyTorch 2.14 allow
+#: larger launches (2.11's CUDA 13 build does not: :func:`multi_tensor_apply_table`).
 MTA_CHUNK_ELEMENTS = 65_536
 MTA_MAX_TENSORS = {12: (110, 64, 48, 36, 30), 13: (770, 448, 336, 252, 210)}
 MTA_MAX_BLOCKS = {12: 320, 13: 2240}
+
+
+def multi_tensor_apply_table(header: Path | None = None) -> int:
+    """Which ``multi_tensor_apply`` limits this torch compiled in: 13 (``MTA_MAX_TENSORS[13]``, 2,240 blocks) for a CUDA
+    13 build whose ``MultiTensorApply.cuh`` has the CUDA 13 branch (PyTorch 2.14's does; 2.11's cu130 build's does
+    not), else 12. Read from the header the wheel installs under ``torch/include`` (``header`` overrides it: tests)."""
+    if not torch.version.cuda or int(torch.version.cuda.split(".")[0]) < 13:
+        return 12
+    if header is None:
+        header = Path(torch.__file__).parent / "include" / "ATen" / "native" / "cuda" / "MultiTensorApply.cuh"
+    try:
+        return 13 if "CUDART_VERSION >= 13000" in header.read_text() else 12
+    except OSError:                                # a build without headers: 2.14 is the first version seen with it
+        return 13 if tuple(int(n) for n in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 14) else 12
 
 
 def multi_tensor_apply_launches(numels: list[int], depth: int, cuda_major: int | None = None) -> int:
@@ -129,12 +145,13 @@ def multi_tensor_apply_launches(numels: list[int], depth: int, cuda_major: int |
     Replays ``multi_tensor_apply``'s loop: tensors are packed into a launch chunk by chunk (``MTA_CHUNK_ELEMENTS``
     each) until the launch holds its most tensors (a tensor counts once all its chunks are in) or its most blocks;
     the rest goes into the next launch. ``depth`` is the number of tensor lists the op touches (``_foreach_mul_(xs,
-    s)``: 1; ``_foreach_add_(xs, ys)``: 2). ``cuda_major`` picks the limits (default: this build's CUDA, else 12).
+    s)``: 1; ``_foreach_add_(xs, ys)``: 2). ``cuda_major`` picks the limits (default:
+    :func:`multi_tensor_apply_table`, the ones this torch compiled in).
     """
     if not 1 <= depth <= 5:
         raise ValueError(f"depth is 1 to 5 tensor lists, got {depth}")
     if cuda_major is None:
-        cuda_major = int(torch.version.cuda.split(".")[0]) if torch.version.cuda else 12
+        cuda_major = multi_tensor_apply_table()
     limits = 13 if cuda_major >= 13 else 12
     max_tensors, max_blocks = MTA_MAX_TENSORS[limits][depth - 1], MTA_MAX_BLOCKS[limits]
     launches = tensors = blocks = 0
