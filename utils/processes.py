@@ -215,6 +215,12 @@ def _collect(pipes: list, procs: list, timeout_s: float, stderr_files: list[Path
     return outcomes
 
 
+def cpu_ranks_label() -> str:
+    """The hardware line of a measurement made by gloo ranks on the CPU, as :func:`run_processes` starts them by
+    default (one torch thread each): the same on a GPU machine, whose GPUs those ranks do not use."""
+    return f"cpu, gloo, 1 torch thread per rank, torch {torch.__version__}"
+
+
 def run_processes(fn: Callable[..., Any], world_size: int = 2, args: Sequence[Any] = (), *,
                   kwargs: dict[str, Any] | None = None, backend: str | None = None, device: str = "cpu",
                   timeout_s: float = DEFAULT_TIMEOUT_S, collective_timeout_s: float | None = None,
