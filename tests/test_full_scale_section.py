@@ -97,8 +97,7 @@ def test_without_a_gpu_it_also_shows_the_kits_shared_rows_for_its_techniques(tmp
     rows = [{"technique": t, "images_per_s": v} for t, v in (("baseline", 900.0), ("bf16", 2400.0), ("fast", 3100.0))]
     write_recorded(tmp_path / "day14" / "h200.json", {"what": "ResNet50 224 px, one run per technique", "rows": rows},
                    provenance("cpu", "python tools/gpu_check.py --only day14"))
-    full_scale_section(["baseline", ("bf16 + channels_last", "bf16", {"channels_last": True})], day="day99",
-                       device="cpu", results_root=str(tmp_path))
+    full_scale_section(["baseline", "bf16"], day="day99", device="cpu", results_root=str(tmp_path))
     out = capsys.readouterr().out
     assert "No recorded GPU result yet" in out                      # nothing of Day 99's own
     shared = out.split("shared recording:")[1]
@@ -107,6 +106,20 @@ def test_without_a_gpu_it_also_shows_the_kits_shared_rows_for_its_techniques(tmp
     capsys.readouterr()
     full_scale_section(["baseline"], day="day14", device="cpu", results_root=str(tmp_path))
     assert "shared recording" not in capsys.readouterr().out         # Day 14 shows it once, as its own
+
+
+def test_a_variant_with_changed_knobs_is_not_matched_to_the_shared_row_of_its_technique(tmp_path, capsys):
+    # Day 11's IEEE fp32 is "baseline" with TF32 off; the kit's "baseline" row ran default flags (TF32 convolutions).
+    rows = [{"technique": t, "images_per_s": v} for t, v in (("baseline", 900.0), ("bf16", 2400.0))]
+    write_recorded(tmp_path / "day14" / "h200.json", {"what": "ResNet50 224 px, one run per technique", "rows": rows},
+                   provenance("cpu", "python tools/gpu_check.py --only day14"))
+    full_scale_section([("fp32", "baseline", {"tf32": False}), "bf16"], day="day99", device="cpu",
+                       results_root=str(tmp_path))
+    shared = capsys.readouterr().out.split("shared recording:")[1]
+    assert "2400" in shared and "900" not in shared, "the default-flags baseline is not Day 11's IEEE fp32"
+    full_scale_section([("bf16 + channels_last", "bf16", {"channels_last": True})], day="day99", device="cpu",
+                       results_root=str(tmp_path))
+    assert "shared recording" not in capsys.readouterr().out
 
 
 def test_a_smoke_run_only_describes_even_where_it_could_train(tmp_path, capsys, monkeypatch):

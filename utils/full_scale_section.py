@@ -131,8 +131,8 @@ SHARED_RECORDING_DAY = "day14"   # the GPU check kit records every technique onc
 
 def recorded_techniques_report(techniques: Sequence[str], day: str = SHARED_RECORDING_DAY,
                                root: str | os.PathLike | None = None) -> str:
-    """The rows of the kit's shared full-size recording (``results/day14/``: one run per technique, ResNet50 at
-    224 px) for ``techniques``, labelled with their hardware and date; ``""`` when nothing matching is recorded."""
+    """The rows of the kit's shared full-size recording (``results/day14/``: one run per technique with its own
+    knobs, ResNet50 at 224 px) for ``techniques``, labelled with their hardware and date; ``""`` when nothing matching is recorded."""
     parts = []
     for record in load_recorded_results(day, root):
         rows = [row for row in record.get("rows", []) if row.get("technique") in techniques]
@@ -232,7 +232,9 @@ def full_scale_section(techniques: Sequence[Variant], *, day: str, minutes: floa
     if not techniques:
         raise ValueError("full_scale_section needs at least one technique, e.g. ['baseline', 'bf16']")
     variants = [_variant(entry) for entry in techniques]
-    techniques_run = [technique for _, technique, _ in variants]
+    # The shared recording ran each technique with its own knobs: a variant that changes them (Day 11's IEEE fp32
+    # is "baseline" with TF32 off) is not that run, so only unchanged techniques are matched to its rows.
+    techniques_run = [technique for _, technique, overrides in variants if not overrides]
     dev = pick_device(device)
     fit = "batch_size" not in run_kwargs if fit_batch is None else bool(fit_batch)
     batch_size = int(run_kwargs.pop("batch_size", DEFAULT_BATCH))     # images per optimizer step

@@ -90,7 +90,7 @@ def _relative(rows: list[dict]) -> None:
 # ----------------------------------------------------------------------------------------------------------- 14
 # technique -> the days that teach it (the rows Days 03-32 show as their full-size reference)
 # (utils.full_scale_section shows a day the rows of its own techniques from this recording)
-FULL_SCALE_DAYS = {"baseline": "day03, day09, day11, day13, day14, day24, day26", "pinned": "day03, day25",
+FULL_SCALE_DAYS = {"baseline": "day03, day09, day13, day14, day24, day26", "pinned": "day03, day25",
                    "tf32": "day11, day25", "bf16": "day11, day14, day25", "fp16": "day11, day14, day25",
                    "channels_last": "day25", "checkpointing": "day13, day14", "accumulation": "day12, day14",
                    "fast": "day25, day26"}
