@@ -24,6 +24,13 @@ MUTANTS = [
            why="keeps a momentum buffer with momentum=0 (torch.optim.SGD keeps none)",
            caught_by="day25_sgd_step_tests"),
     Mutant(cell="day25_foreach_sgd_step",
+           find="        d = torch._foreach_add(gs, ps, alpha=weight_decay)\n",
+           replace="        d = ([g + weight_decay * p for g, p in zip(gs, ps)] if any(bufs[i] is None for i in idx)\n"
+                   "             else torch._foreach_add(gs, ps, alpha=weight_decay))\n",
+           why="takes the per-tensor first-step path whenever a buffer is None, so plain SGD (momentum 0, no "
+               "buffers ever) dispatches operators per tensor on every call",
+           caught_by="day25_foreach_sgd_step_tests"),
+    Mutant(cell="day25_foreach_sgd_step",
            find="                torch._foreach_mul_(active, momentum)\n                torch._foreach_add_(active, d)\n",
            replace="                for b, d_k in zip(active, d):\n                    b.mul_(momentum).add_(d_k)\n",
            why="updates the momentum buffers in a Python loop: operators per step grow with the number of tensors",
