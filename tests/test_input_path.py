@@ -72,6 +72,15 @@ def test_center_crop_and_normalisation():
         center_crop(x, 10)
 
 
+def test_center_crop_never_normalises_the_callers_batch_in_place():
+    # A float batch that already has the crop's size: the crop is the whole tensor, and must still be a new one.
+    batch = torch.rand(2, 3, 5, 5)
+    before = batch.clone()
+    out = center_crop(batch, 5, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
+    assert torch.equal(batch, before), "center_crop changed its input"
+    torch.testing.assert_close(out, (before - 0.5) / 0.25)
+
+
 def test_crop_boxes_follow_random_resized_crop_one_draw_per_image():
     g = torch.Generator().manual_seed(0)
     boxes = random_resized_crop_boxes(4000, 256, 256, scale=(0.35, 1.0), generator=g)

@@ -117,6 +117,8 @@ def center_crop(images: torch.Tensor, size: int, *, mean: Sequence[float] | None
         raise ValueError(f"a {size} px centre crop needs images of at least {size} px, got {height}x{width}")
     top, left = (height - size) // 2, (width - size) // 2
     out = x[:, :, top:top + size, left:left + size].contiguous()
+    if out.data_ptr() == images.data_ptr():              # a float batch already size x size: never the caller's
+        out = out.clone()
     return normalize_(out, mean, std, scaled=images.dtype == torch.uint8)
 
 

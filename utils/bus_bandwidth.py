@@ -132,7 +132,7 @@ def measure_all_reduce(world_size: int, sizes_bytes: Sequence[int], *, backend: 
 def recording_payload(tiny: bool = False) -> dict[str, Any]:
     """What the GPU check kit records for Day 17: all_reduce algbw and busbw against message size.
 
-    With two or more GPUs: NCCL over all of them (at most 8), 8 KiB to 1 GiB. With fewer (NCCL cannot put two ranks
+    With two or more GPUs: NCCL over all of them (at most 8), 8 KiB to 512 MiB. With fewer (NCCL cannot put two ranks
     on one GPU): gloo on the host's CPU cores at 2, 4 and 8 ranks, labelled as such. ``tiny`` (the kit's CPU dry
     run): two ranks, two small sizes.
     """

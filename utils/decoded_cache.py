@@ -29,6 +29,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from .environment import usable_cpus
+
 CACHE_ENV_VAR = "BOOTCAMP_CACHE"
 FALLBACK_DIR = Path("~/.cache/gpu-bootcamp/decoded")
 FORMAT_VERSION = 1
@@ -192,7 +194,7 @@ def decoded_cache(base: Any, indices: Sequence[int], labels: Sequence[int], size
     images_tmp, labels_tmp = Path(str(images_file) + tmp), Path(str(labels_file) + tmp)
     out = np.lib.format.open_memmap(images_tmp, mode="w+", dtype=np.uint8, shape=(len(indices), size, size, 3))
     paths = _sample_paths(base)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = len(usable_cpus())
     chunks = [range(k, min(k + 64, len(indices))) for k in range(0, len(indices), 64)]
 
     def fill(rows: range) -> int:

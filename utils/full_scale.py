@@ -28,7 +28,7 @@ from torch import nn
 from .data import DataSplits
 from .datasets import load_cifar10, load_imagenette
 from .device import DeviceUnavailableError, pick_device, synchronize
-from .environment import hardware_label
+from .environment import hardware_label, usable_cpus
 from .fast_path import fast_path_flags, restore_fast_path_flags
 from .input_path import InputPath, input_bound, input_limit_text, make_input_path, measure_input_rate
 from .models import build_model
@@ -52,7 +52,7 @@ def default_workers(device: torch.device) -> int:
     on CUDA; 0 (load in the main process) elsewhere."""
     if device.type != "cuda":
         return 0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = len(usable_cpus())
     return max(1, min(8, cores - 1))
 
 

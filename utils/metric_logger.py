@@ -31,10 +31,13 @@ class SmoothedValue:
         """Move pending values to the host: one ``torch.stack(...).tolist()`` per device, whatever their number."""
         if not self.pending:
             return
-        tensors = [(i, v) for i, (v, _) in enumerate(self.pending) if isinstance(v, torch.Tensor)]
+        by_device: dict[torch.device, list[tuple[int, torch.Tensor]]] = {}
+        for i, (v, _) in enumerate(self.pending):
+            if isinstance(v, torch.Tensor):
+                by_device.setdefault(v.device, []).append((i, v))
         host = [v if not isinstance(v, torch.Tensor) else None for v, _ in self.pending]
-        if tensors:
-            stacked = torch.stack([v.float().reshape(()) for _, v in tensors]).tolist()
+        for tensors in by_device.values():               # torch.stack needs one device
+            stacked = torch.stack([v.detach().float().reshape(()) for _, v in tensors]).tolist()
             for (i, _), value in zip(tensors, stacked):
                 host[i] = value
         for value, (_, n) in zip(host, self.pending):
