@@ -2,6 +2,9 @@
 from grader_alternatives import Alternative
 
 ALTERNATIVES = [
+    Alternative(cell="day06_train_one_epoch",
+                why="reads the loss with float(loss), which warns on stderr because the loss requires grad",
+                find="total_loss += loss.item() * n", replace="total_loss += float(loss) * n"),
     # ------------------------------------------------------------------ Exercise 1 · train_one_epoch
     Alternative(
         cell="day06_train_one_epoch",

@@ -2,6 +2,10 @@
 from grader_alternatives import Alternative
 
 ALTERNATIVES = [
+    Alternative(cell="day10_pad_collate",
+                why="stacks torch.tensor(label) per sample: a 0-d tensor label makes torch warn on stderr",
+                find="labels = torch.tensor([int(label) for _, label in batch], dtype=torch.int64)",
+                replace="labels = torch.stack([torch.tensor(label, dtype=torch.int64) for _, label in batch])"),
     # Exercise 1 · pad_collate
     Alternative(cell="day10_pad_collate",
                 why="F.pad on each image and on a mask of ones, then torch.stack; labels through torch.as_tensor().long()",

@@ -2,6 +2,10 @@
 from grader_mutants import Mutant
 
 MUTANTS = [
+    Mutant(cell="day11_amp_train_step", find="    scaler.step(optimizer)\n",
+           replace="    if torch.isfinite(grad_norm):\n        optimizer.step()\n",
+           why="steps the optimizer itself behind a finiteness check instead of through scaler.step",
+           caught_by="day11_amp_train_step_tests"),
     Mutant(cell="day11_manual_scaler", find="        if self._found_inf:\n            return False\n", replace="",
            why="stepped the optimizer even when a gradient overflowed", caught_by="day11_manual_scaler_tests"),
     Mutant(cell="day11_manual_scaler", find="p.grad.div_(self._scale)", replace="pass",
