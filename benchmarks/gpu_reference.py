@@ -33,9 +33,12 @@ from utils.models import build_model
 from utils.precision import make_grad_scaler
 from utils.step import train_step
 
-# Dense peak TFLOP/s from NVIDIA datasheets (SXM parts; no sparsity). Keys are matched against the device name.
+# Dense peak TFLOP/s from NVIDIA datasheets (no sparsity: half the "with sparsity" figures). Keys are matched against
+# the device name in this order, so the PCIe and NVL H100 parts come before the SXM one ("NVIDIA H100 80GB HBM3").
 PEAK_TFLOPS = {
     "H200": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4},
+    "H100 PCIe": {"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0},
+    "H100 NVL": {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5},
     "H100": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4},
     "A100": {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
     "L4": {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0},

@@ -121,6 +121,18 @@ def test_suite_time_summary(tmp_path, capsys):
     assert main([str(tmp_path / "missing.json")]) == 1
 
 
+@pytest.mark.parametrize("name, bf16", [("NVIDIA H100 80GB HBM3", 989.4), ("NVIDIA H100 PCIe", 756.0),
+                                         ("NVIDIA H100 NVL", 835.5), ("NVIDIA H200", 989.4),
+                                         ("NVIDIA A100-SXM4-80GB", 312.0), ("NVIDIA GeForce RTX 4090", None)])
+def test_peak_tflops_tells_the_h100_parts_apart(monkeypatch, name, bf16):
+    import torch
+    from gpu_reference import peak_tflops
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
+    assert peak_tflops(torch.device("cuda"), "bf16") == bf16
+    assert peak_tflops(torch.device("cpu"), "bf16") is None
+
+
 @pytest.mark.slow
 def test_flop_count_of_resnet50_matches_the_known_figure():
     import torch
