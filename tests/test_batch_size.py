@@ -111,3 +111,15 @@ def test_cuda_fits_enters_no_autocast_context_without_amp(monkeypatch):
     assert cuda_fits(model, (3, 2, 2), num_classes=3, optimizer="sgd", steps=1)(4) is True
     monkeypatch.undo()
     assert cuda_fits(model, (3, 2, 2), 3, "adam", steps=1, autocast_dtype=torch.bfloat16)(4) is True
+
+
+def test_a_fits_trial_leaves_the_model_as_it_was():
+    # Weights (learning rate 0), BatchNorm statistics and the train/eval mode: the trial only measures.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.BatchNorm2d(4), torch.nn.Flatten(),
+                                torch.nn.Linear(16, 3)).eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    assert cuda_fits(model, (3, 2, 2), num_classes=3, optimizer="adam", steps=2)(4) is True
+    assert not model.training
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), f"{k} changed by a fits trial"

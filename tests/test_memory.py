@@ -103,3 +103,13 @@ def test_format_bytes():
     assert format_bytes(512) == "512 B"
     assert format_bytes(1536) == "1.50 KiB"
     assert format_bytes(3 * 2**30) == "3.00 GiB"
+
+
+def test_measuring_saved_activations_leaves_the_models_batchnorm_statistics_and_mode_alone():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    assert saved_activation_bytes(model, torch.randn(8, 3, 10, 10) * 5 + 3) > 0
+    assert not model.training
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), f"{k} changed: the measurement must not train the model's statistics"

@@ -110,7 +110,8 @@ def cuda_fits(model: nn.Module, sample_shape: tuple[int, ...], num_classes: int,
     the batch size on the model's device and reports whether they ran. An out-of-memory error
     (:func:`is_out_of_memory`) becomes False, and the memory the failed attempt held is freed before the next trial.
     Other errors propagate. Works on any device, but only CUDA raises a catchable out-of-memory error; on a CPU the
-    operating system may kill the process instead."""
+    operating system may kill the process instead. The steps use a learning rate of 0, and each trial puts back the
+    model's mode and buffers (BatchNorm's running statistics): the model is as it was."""
     device = next(model.parameters()).device
 
     def attempt(batch_size: int) -> None:
@@ -124,6 +125,8 @@ def cuda_fits(model: nn.Module, sample_shape: tuple[int, ...], num_classes: int,
             train_step(model, x, y, opt, amp_dtype=autocast_dtype, scaler=scaler)
 
     def fits(batch_size: int) -> bool:
+        was_training = model.training
+        buffers = [b.detach().clone() for b in model.buffers()]     # BatchNorm statistics: 0.2 MB in ResNet50
         try:
             attempt(batch_size)
             ok = True
@@ -133,6 +136,10 @@ def cuda_fits(model: nn.Module, sample_shape: tuple[int, ...], num_classes: int,
             ok = False
         # Out of the except block: the traceback and the attempt's frame are gone, so their tensors can be freed.
         model.zero_grad(set_to_none=True)
+        model.train(was_training)
+        with torch.no_grad():
+            for buffer, saved in zip(model.buffers(), buffers):
+                buffer.copy_(saved)
         free_device_memory(device)
         return ok
 

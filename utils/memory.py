@@ -163,9 +163,11 @@ def saved_activation_bytes(model: nn.Module, inputs: torch.Tensor, *, autocast_d
     """Bytes saved for backward by one training-mode forward pass (plus ``loss_fn`` on the output, if given).
 
     Parameters are excluded; the input batch is included when the first layer saves it (convolutions do).
-    ``autocast_dtype`` (e.g. ``torch.bfloat16``) runs the forward under autocast on the input's device.
+    ``autocast_dtype`` (e.g. ``torch.bfloat16``) runs the forward under autocast on the input's device. The model's
+    mode and buffers (BatchNorm's running statistics) are as they were afterwards.
     """
     was_training = model.training
+    buffers = [b.detach().clone() for b in model.buffers()]     # a training forward moves BatchNorm's statistics
     model.train()
     ctx = autocast_context(inputs.device.type, autocast_dtype)
     try:
@@ -176,6 +178,9 @@ def saved_activation_bytes(model: nn.Module, inputs: torch.Tensor, *, autocast_d
         nbytes = log.bytes
     finally:
         model.train(was_training)
+        with torch.no_grad():
+            for buffer, saved in zip(model.buffers(), buffers):
+                buffer.copy_(saved)
     del out
     return nbytes
 
@@ -273,7 +278,8 @@ def cuda_peak_training_bytes(model: nn.Module, inputs: torch.Tensor, targets: to
                              steps: int = 2, autocast_dtype: torch.dtype | None = None) -> int | None:
     """``torch.cuda.max_memory_allocated`` over ``steps`` real training steps (bytes) of :func:`utils.step.train_step`
     (the loop's step, so the peak is the loop's peak): the absolute peak, so it includes the parameters and anything
-    else already on the device. ``None`` when ``inputs`` are not on CUDA."""
+    else already on the device. ``None`` when ``inputs`` are not on CUDA. The steps are real: they change the model's
+    weights and BatchNorm statistics, so pass a model you can throw away (a fresh one, or a copy)."""
     device = inputs.device
     if device.type != "cuda" or not torch.cuda.is_available():
         return None
