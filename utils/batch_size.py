@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .memory import MemoryBreakdown, make_optimizer
+from .memory import MemoryBreakdown, make_optimizer, mode_and_buffers_kept
 from .precision import make_grad_scaler
 from .step import train_step
 
@@ -125,21 +125,16 @@ def cuda_fits(model: nn.Module, sample_shape: tuple[int, ...], num_classes: int,
             train_step(model, x, y, opt, amp_dtype=autocast_dtype, scaler=scaler)
 
     def fits(batch_size: int) -> bool:
-        was_training = model.training
-        buffers = [b.detach().clone() for b in model.buffers()]     # BatchNorm statistics: 0.2 MB in ResNet50
-        try:
-            attempt(batch_size)
-            ok = True
-        except RuntimeError as error:  # torch.OutOfMemoryError is a RuntimeError too
-            if not is_out_of_memory(error):
-                raise
-            ok = False
-        # Out of the except block: the traceback and the attempt's frame are gone, so their tensors can be freed.
-        model.zero_grad(set_to_none=True)
-        model.train(was_training)
-        with torch.no_grad():
-            for buffer, saved in zip(model.buffers(), buffers):
-                buffer.copy_(saved)
+        with mode_and_buffers_kept(model):
+            try:
+                attempt(batch_size)
+                ok = True
+            except RuntimeError as error:  # torch.OutOfMemoryError is a RuntimeError too
+                if not is_out_of_memory(error):
+                    raise
+                ok = False
+            # Out of the except block: the traceback and the attempt's frame are gone, so their tensors can be freed.
+            model.zero_grad(set_to_none=True)
         free_device_memory(device)
         return ok
 

@@ -132,7 +132,8 @@ SHARED_RECORDING_DAY = "day14"   # the GPU check kit records every technique onc
 def recorded_techniques_report(techniques: Sequence[str], day: str = SHARED_RECORDING_DAY,
                                root: str | os.PathLike | None = None) -> str:
     """The rows of the kit's shared full-size recording (``results/day14/``: one run per technique with its own
-    knobs, ResNet50 at 224 px) for ``techniques``, labelled with their hardware and date; ``""`` when nothing matching is recorded."""
+    knobs, ResNet50 at 224 px) for ``techniques``, labelled with their hardware and date; ``""`` when nothing
+    matching is recorded."""
     parts = []
     for record in load_recorded_results(day, root):
         rows = [row for row in record.get("rows", []) if row.get("technique") in techniques]
