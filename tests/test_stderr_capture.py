@@ -4,10 +4,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
-from utils.stderr_capture import capture_stderr
+import torch
+
+from utils.stderr_capture import capture_stderr, ignore_float_of_grad_tensor_warning
 
 
 def test_captures_descriptor_2_python_stderr_and_child_processes(capfd):
@@ -53,3 +56,18 @@ def test_processes_started_by_a_test_do_not_see_pytest():
     # conftest.py removes it while a test runs: ipykernel stops forwarding descriptor 2 when it sees it, which hid
     # from the round trip what an instructor's grading scores as a failed cell.
     assert "PYTEST_CURRENT_TEST" not in os.environ
+
+
+def test_the_float_of_a_grad_tensor_warning_is_silenced_and_no_other():
+    loss = torch.ones(3, requires_grad=True).sum()
+    with warnings.catch_warnings(record=True) as before:
+        warnings.simplefilter("always")
+        float(loss)
+    assert any("requires_grad=True to a scalar" in str(w.message) for w in before), \
+        "torch no longer warns here: the filter may be dropped"
+    with warnings.catch_warnings(record=True) as after:
+        warnings.simplefilter("always")
+        ignore_float_of_grad_tensor_warning()
+        assert float(loss) == 3.0 and int(loss) == 3
+        warnings.warn("another warning")
+    assert [str(w.message) for w in after] == ["another warning"]

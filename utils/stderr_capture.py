@@ -9,6 +9,9 @@ cell with *any* standard-error output as failed, so a correct answer would lose 
 descriptor 2 itself (C/C++ code, child processes that inherit it) into a temporary file for the length of a
 ``with`` block. If the block raises, the captured text is printed to standard output before the error propagates,
 so a failing cell still shows what the libraries said.
+
+:func:`ignore_float_of_grad_tensor_warning` is the one warning filter test cells share: torch's warning when
+``float()`` or ``int()`` reads a tensor that requires a gradient, which a correct ``float(loss)`` triggers.
 """
 from __future__ import annotations
 
@@ -17,10 +20,14 @@ import io
 import os
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass
 from typing import Iterator
 
-__all__ = ["CapturedStderr", "capture_stderr"]
+__all__ = ["CapturedStderr", "capture_stderr", "ignore_float_of_grad_tensor_warning"]
+
+# The start of torch's message (python_variable_methods.cpp), matched as a regular expression at its start.
+FLOAT_OF_GRAD_TENSOR_WARNING = "Converting a tensor with requires_grad=True to a scalar"
 
 
 @dataclass
@@ -68,3 +75,14 @@ def capture_stderr(*, show_on_error: bool = True) -> Iterator[CapturedStderr]:
             if failed and show_on_error and captured.text.strip():
                 print("--- standard error captured while the failing call ran ---\n" + captured.text.rstrip(),
                       file=sys.stdout)
+
+
+def ignore_float_of_grad_tensor_warning() -> None:
+    """Keep torch's ``UserWarning`` about ``float(t)`` / ``int(t)`` on a tensor that requires a gradient off stderr.
+
+    ``float(loss)`` is a correct way to read a loss value (the number is the same as ``loss.item()``), but torch
+    warns about it on standard error, and nbgrader scores a test cell that writes there as failed. A test cell that
+    runs a learner's training code calls this first. It adds one ``warnings`` filter for that message only, for the
+    rest of the process; every other warning still shows.
+    """
+    warnings.filterwarnings("ignore", message=FLOAT_OF_GRAD_TENSOR_WARNING)
