@@ -18,7 +18,7 @@ def _check_classes(num_classes: int) -> int:
     return num_classes
 
 
-def check_image_size(image_size: int, small_input: bool, model: str = "resnet50") -> None:
+def check_resnet_input_size(image_size: int, small_input: bool, model: str = "resnet50") -> None:
     """Raise a ValueError when ``image_size`` pixels per side is too small for the ResNet's downsampling."""
     need = SMALL_STEM_STRIDE if small_input else STANDARD_STRIDE
     if image_size < need:
@@ -45,7 +45,7 @@ def resnet50(num_classes: int = 10, small_input: bool = False, image_size: int |
 
     model = tv_resnet50(weights=None, num_classes=_check_classes(num_classes))
     if image_size is not None:
-        check_image_size(image_size, small_input, "resnet50")
+        check_resnet_input_size(image_size, small_input, "resnet50")
     return _small_stem(model) if small_input else model
 
 
@@ -55,7 +55,7 @@ def resnet18(num_classes: int = 10, small_input: bool = False, image_size: int |
 
     model = tv_resnet18(weights=None, num_classes=_check_classes(num_classes))
     if image_size is not None:
-        check_image_size(image_size, small_input, "resnet18")
+        check_resnet_input_size(image_size, small_input, "resnet18")
     return _small_stem(model) if small_input else model
 
 
