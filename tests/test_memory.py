@@ -113,3 +113,11 @@ def test_measuring_saved_activations_leaves_the_models_batchnorm_statistics_and_
     assert not model.training
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k]), f"{k} changed: the measurement must not train the model's statistics"
+
+
+def test_measuring_saved_activations_keeps_a_frozen_batchnorm_frozen():
+    # Fine-tuning: a training model whose BatchNorm is frozen in eval mode must come back exactly so.
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).train()
+    model[1].eval()
+    assert saved_activation_bytes(model, torch.randn(4, 3, 10, 10)) > 0
+    assert model.training and model[0].training and not model[1].training

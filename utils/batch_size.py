@@ -111,7 +111,8 @@ def cuda_fits(model: nn.Module, sample_shape: tuple[int, ...], num_classes: int,
     (:func:`is_out_of_memory`) becomes False, and the memory the failed attempt held is freed before the next trial.
     Other errors propagate. Works on any device, but only CUDA raises a catchable out-of-memory error; on a CPU the
     operating system may kill the process instead. The steps use a learning rate of 0, and each trial puts back the
-    model's mode and buffers (BatchNorm's running statistics): the model is as it was."""
+    model's modes and buffers (BatchNorm's running statistics): the model is as it was, except that its gradients
+    are cleared."""
     device = next(model.parameters()).device
 
     def attempt(batch_size: int) -> None:

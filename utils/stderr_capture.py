@@ -11,7 +11,7 @@ descriptor 2 itself (C/C++ code, child processes that inherit it) into a tempora
 so a failing cell still shows what the libraries said.
 
 :func:`ignore_float_of_grad_tensor_warning` is the one warning filter test cells share: torch's warning when
-``float()`` or ``int()`` reads a tensor that requires a gradient, which a correct ``float(loss)`` triggers.
+``float()`` (or ``complex()``) reads a tensor that requires a gradient, which a correct ``float(loss)`` triggers.
 """
 from __future__ import annotations
 
@@ -78,7 +78,8 @@ def capture_stderr(*, show_on_error: bool = True) -> Iterator[CapturedStderr]:
 
 
 def ignore_float_of_grad_tensor_warning() -> None:
-    """Keep torch's ``UserWarning`` about ``float(t)`` / ``int(t)`` on a tensor that requires a gradient off stderr.
+    """Keep torch's ``UserWarning`` about ``float(t)`` or ``complex(t)`` of a tensor that requires a gradient off
+    standard error.
 
     ``float(loss)`` is a correct way to read a loss value (the number is the same as ``loss.item()``), but torch
     warns about it on standard error, and nbgrader scores a test cell that writes there as failed. A test cell that
