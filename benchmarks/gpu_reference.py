@@ -6,7 +6,8 @@ torch.compile (channels_last + bf16). For each mode and batch size: images/s (th
 CUDA every step between two CUDA events, the timed steps back to back with one synchronisation at the end), peak
 memory (CUDA), and MFU = achieved FLOP/s / the device's peak, with FLOPs per step counted once per batch size by
 torch.utils.flop_counter.FlopCounterMode (forward + backward). ``--cudnn-benchmark`` lets cuDNN time its convolution
-algorithms in the warm-up steps (recorded in the result).
+algorithms in the warm-up steps (recorded in the result). Every row carries its own warm-up and step counts, command
+and date: with ``--append`` the rows come from several commands, and the file's top level describes the last one.
 
     python benchmarks/gpu_reference.py --out benchmarks/results          # on a GPU: the full sweep
     python benchmarks/gpu_reference.py --modes fp32,compile_bf16 --append --out benchmarks/results   # add rows
@@ -34,8 +35,9 @@ from utils.precision import make_grad_scaler
 from utils.step import train_step
 
 # Dense peak TFLOP/s from NVIDIA datasheets (no sparsity: half the "with sparsity" figures). Keys are matched against
-# the device name in this order, so the PCIe and NVL H100 parts come before the SXM one ("NVIDIA H100 80GB HBM3").
+# the device name in this order, so the NVL and PCIe parts come before the SXM ones ("NVIDIA H100 80GB HBM3").
 PEAK_TFLOPS = {
+    "H200 NVL": {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5},
     "H200": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4},
     "H100 PCIe": {"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0},
     "H100 NVL": {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5},
@@ -178,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     for mode in args.modes.split(","):
         for batch in batches:
             row = run_mode(mode, model, batch, size, device, warmup, steps, args.cudnn_benchmark)
+            # Each row says how it was run: with --append, the file's top level describes the last command only.
+            row |= {"warmup": warmup, "steps": steps, "source": prov["source"], "date": prov["date"]}
             rows.append(row)
             path = save(rows)
             if "skipped" in row:

@@ -109,6 +109,16 @@ def test_gpu_reference_smoke_runs_every_mode(tmp_path):
     assert "img/s" in out
 
 
+@pytest.mark.slow
+def test_gpu_reference_append_keeps_each_rows_own_provenance(tmp_path):
+    run_script("gpu_reference.py", "--smoke", "--modes", "fp32", "--steps", "2", "--out", str(tmp_path))
+    run_script("gpu_reference.py", "--smoke", "--modes", "bf16", "--steps", "3", "--append", "--out", str(tmp_path))
+    data = json.loads(next(tmp_path.glob("gpu_reference_*.json")).read_text())
+    rows = {r["mode"]: r for r in data["rows"]}
+    assert rows["fp32"]["steps"] == 2 and "--modes fp32" in rows["fp32"]["source"]
+    assert rows["bf16"]["steps"] == 3 and "--append" in rows["bf16"]["source"]
+
+
 def test_suite_time_summary(tmp_path, capsys):
     from suite_time import main
 
@@ -122,7 +132,7 @@ def test_suite_time_summary(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("name, bf16", [("NVIDIA H100 80GB HBM3", 989.4), ("NVIDIA H100 PCIe", 756.0),
-                                         ("NVIDIA H100 NVL", 835.5), ("NVIDIA H200", 989.4),
+                                         ("NVIDIA H100 NVL", 835.5), ("NVIDIA H200", 989.4), ("NVIDIA H200 NVL", 835.5),
                                          ("NVIDIA A100-SXM4-80GB", 312.0), ("NVIDIA GeForce RTX 4090", None)])
 def test_peak_tflops_tells_the_h100_parts_apart(monkeypatch, name, bf16):
     import torch

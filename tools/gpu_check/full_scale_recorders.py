@@ -188,8 +188,11 @@ def windowed_s(fn: Any, device: torch.device, calls: int, rounds: int = 5, warmu
 def _graph_vs_eager_training(width: int, batch: int, device: torch.device, replays: int = 100) -> dict:
     """A whole training step (forward, backward, Adam) captured in one CUDA Graph, against the same step run
     eagerly as an eager loop would run it: default Adam (``capturable=False``, its step count on the host) on a copy
-    of the same network. Both timed over ``replays`` back-to-back steps between CUDA events."""
-    net = _mlp(width, 2, device)
+    of the same network. Both timed over ``replays`` back-to-back steps between CUDA events. The network is Day 24
+    Section 5's (Linear-ReLU-Linear-ReLU-Linear): the share a graph saves depends on how many kernels a step has."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+                        nn.Linear(width, 10)).to(device)
     eager_net = copy.deepcopy(net)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3, capturable=True)    # a captured step needs capturable state
     eager_opt = torch.optim.Adam(eager_net.parameters(), lr=1e-3)

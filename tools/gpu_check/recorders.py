@@ -38,7 +38,7 @@ from utils.device import synchronize
 from utils.fast_path import fast_path_flags, restore_fast_path_flags
 from utils.memory import cuda_peak_training_bytes, measure_breakdown, parameter_bytes, saved_activation_bytes
 from utils.models import build_model, resnet50, small_cnn
-from utils.profiling import (memory_snapshot_summary, profile_records, trace_events, trim_chrome_trace,
+from utils.profiling import (HOST_RANGE_CATS, memory_snapshot_summary, profile_records, trace_events, trim_chrome_trace,
                              trim_memory_snapshot)
 from utils.step import train_step
 from utils.timing import time_fn
@@ -279,7 +279,8 @@ def record_day08(ctx: Context) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------------- 09
-@recorder("day09", 25, "ResNet50 at 224 px, fp32 weights + SGD (PyTorch's default flags: cuDNN convolutions may use "
+@recorder("day09", 25, "one random batch already on the GPU (no data loading, unlike the full-size runs): "
+                       "ResNet50 at 224 px, fp32 weights + SGD (PyTorch's default flags: cuDNN convolutions may use "
                        "TF32): images/s vs batch size; the largest Adam batch found by out-of-memory search (bounded "
                        "in time: a lower bound when cut short), beside the memory model's and the rule of thumb's "
                        "answers")
@@ -347,7 +348,8 @@ def record_day09(ctx: Context) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------------- 11
-@recorder("day11", 15, "ResNet50 at 224 px, batch 128: training step time and peak memory in fp32, TF32, bf16 and "
+@recorder("day11", 15, "one random batch already on the GPU (no data loading, unlike the full-size runs): "
+                       "ResNet50 at 224 px, batch 128: training step time and peak memory in fp32, TF32, bf16 and "
                        "fp16 (+ GradScaler); n x n matmul throughput per format")
 def record_day11(ctx: Context) -> dict:
     name, size, batch = ctx.pick(("small_cnn", 16, 8), ("resnet50", 224, 128))
@@ -407,7 +409,8 @@ class _Checkpointed(nn.Module):
         return checkpoint(self.inner, x, use_reentrant=False)
 
 
-@recorder("day13", 10, "ResNet50 at 224 px, batch 64, fp32 weights (default flags): peak memory and step time "
+@recorder("day13", 10, "one random batch already on the GPU (no data loading, unlike the full-size runs): "
+                       "ResNet50 at 224 px, batch 64, fp32 weights (default flags): peak memory and step time "
                        "with layer3 (conv4_x) or all four stages checkpointed")
 def record_day13(ctx: Context) -> dict:
     size, batch = ctx.pick((32, 1), (224, 64))
@@ -459,7 +462,10 @@ def record_day22(ctx: Context) -> dict:
             prof.step()
     synchronize(ctx.device)
     key = "self_device_us" if ctx.cuda else "self_cpu_us"
-    ops = sorted(profile_records(prof.key_averages()), key=lambda r: -r[key])
+    # Host rows only: a kernel's own CUDA row would count its time twice (once more as the self device time of the
+    # aten op that launched it), and the GPU mirror of a range reports its whole span as "self" time.
+    ops = sorted((r for r in profile_records(prof.key_averages()) if r["device_type"] == "CPU"
+                  and r["name"] != "train_step" and not r["name"].startswith("ProfilerStep")), key=lambda r: -r[key])
     top_ops = [{k: v for k, v in r.items() if k not in ("stack", "input_shapes")} for r in ops[:25]]
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "trace.json"
@@ -474,12 +480,13 @@ def record_day22(ctx: Context) -> dict:
         max_events //= 2
     trace_file.parent.mkdir(parents=True, exist_ok=True)
     trace_file.write_bytes(data)
-    steps = trace_events(trace, prefixes=["ProfilerStep"])
+    steps = trace_events(trace, prefixes=["ProfilerStep"], cats=HOST_RANGE_CATS)   # not their GPU mirrors
     step_ms = statistics.median(e["dur_us"] for e in steps) / 1e3 if steps else None
     rows = [{"op": r["name"], "calls": r["calls"], "self_device_ms": r["self_device_us"] / 1e3,
              "self_cpu_ms": r["self_cpu_us"] / 1e3} for r in top_ops[:10]]
     summary = [f"{name} {size} px batch {batch} bf16: profiled step {step_ms or float('nan'):.1f} ms (host view); "
-               f"the 10 ops with most self {'device' if ctx.cuda else 'CPU'} time are below",
+               f"the 10 host ops whose own {'kernels took' if ctx.cuda else 'work took'} the most "
+               f"{'device' if ctx.cuda else 'CPU'} time are below",
                f"trace: {trace_file.name} ({len(data) / 2**20:.2f} MiB gzip, {max_events} longest events kept); open "
                "it in https://ui.perfetto.dev"]
     del model, opt
