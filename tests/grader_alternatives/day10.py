@@ -135,4 +135,40 @@ def cached_loader(base, transform, batch_size, num_workers, generator):
     return DataLoader(CachedDataset(base, transform), batch_size, shuffle=True, num_workers=num_workers,
                       generator=generator, **extra)
 '''),
+    Alternative(cell="day10_cached_dataset",
+                why="keeps the wrapped dataset as self.dataset (the text names no attribute) and the cache as self._memo, "
+                    "filled through try/except KeyError; persistent_workers=bool(num_workers)",
+                source='''class CachedDataset(Dataset):
+    def __init__(self, base, transform=None):
+        self.dataset = base
+        self.transform = transform
+        self._memo = {}
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, i):
+        try:
+            image, label = self._memo[i]
+        except KeyError:
+            image, label = self._memo[i] = self.dataset[i]
+        return (image if self.transform is None else self.transform(image)), label
+
+
+def cached_loader(base, transform, batch_size: int, num_workers: int, generator: torch.Generator) -> DataLoader:
+    return DataLoader(CachedDataset(base, transform), batch_size=batch_size, shuffle=True, generator=generator,
+                      num_workers=num_workers, persistent_workers=bool(num_workers))
+'''),
+    Alternative(cell="day10_pad_collate",
+                why="torch.nn.functional.pad on the right and bottom of each image and of a ones mask, then torch.stack; "
+                    "zip(*batch) to split images and labels",
+                source='''def pad_collate(batch: list) -> dict:
+    images, labels = zip(*batch)
+    height = max(im.shape[-2] for im in images)
+    width = max(im.shape[-1] for im in images)
+    pixels = torch.stack([torch.nn.functional.pad(im, (0, width - im.shape[-1], 0, height - im.shape[-2])) for im in images])
+    mask = torch.stack([torch.nn.functional.pad(torch.ones(im.shape[-2:], dtype=torch.bool), (0, width - im.shape[-1], 0, height - im.shape[-2]))
+                        for im in images])
+    return {"pixels": pixels, "mask": mask, "labels": torch.as_tensor([int(y) for y in labels], dtype=torch.long)}
+'''),
 ]

@@ -144,4 +144,19 @@ def scale_and_schedule(optimizer: torch.optim.Optimizer, *, base_batch: int, per
     schedule = warmup_cosine(warmup_epochs * optimizer_steps, epochs * optimizer_steps, floor=floor)
     return torch.optim.lr_scheduler.LambdaLR(optimizer, [schedule] * len(optimizer.param_groups))
 '''),
+    Alternative(cell="day15_scale_and_schedule",
+                why="group.update(lr=...) for the scaling, optimizer steps per epoch as len(range(0, n, k)), the "
+                    "course's warmup_cosine wrapped in a lambda",
+                source='''from utils.schedules import warmup_cosine
+
+def scale_and_schedule(optimizer: torch.optim.Optimizer, *, base_batch: int, per_device_batch: int,
+                       accumulation_steps: int, world_size: int, batches_per_epoch: int, epochs: int,
+                       warmup_epochs: int, floor: float = 0.01) -> torch.optim.lr_scheduler.LambdaLR:
+    scale = per_device_batch * accumulation_steps * world_size / base_batch
+    for group in optimizer.param_groups:
+        group.update(lr=group["lr"] * scale)
+    updates = len(range(0, batches_per_epoch, accumulation_steps))
+    shape = warmup_cosine(warmup_epochs * updates, epochs * updates, floor)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda=lambda step: shape(step))
+'''),
 ]

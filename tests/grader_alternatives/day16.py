@@ -86,4 +86,21 @@ def param_groups_no_decay(model: nn.Module, weight_decay: float) -> list[dict]:
         p.grad.add_(p.detach(), alpha=weight_decay)
         p.grad.mul_(trust)
 '''),
+    Alternative(cell="day16_clip_by_total_norm",
+                why="torch.nn.utils.get_total_norm for the norm, clip_grad_norm_'s own clamped factor on the device "
+                    "(1.0 below the threshold leaves the values unchanged), _foreach_mul_, one .item()",
+                source='''def clip_by_total_norm(grads: list[torch.Tensor], max_norm: float) -> float:
+    total = torch.nn.utils.get_total_norm(grads, norm_type=2.0)
+    coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
+    torch._foreach_mul_(grads, coef.to(grads[0].dtype))
+    return total.item()
+'''),
+    Alternative(cell="day16_param_groups_no_decay",
+                why="filter() over model.parameters() and a dict keyed by 'has 2 or more dimensions', groups built with dict()",
+                source='''def param_groups_no_decay(model: nn.Module, weight_decay: float) -> list[dict]:
+    groups = {True: [], False: []}
+    for p in filter(lambda q: q.requires_grad, model.parameters()):
+        groups[p.ndim >= 2].append(p)
+    return [dict(params=groups[True], weight_decay=weight_decay), dict(params=groups[False], weight_decay=0.0)]
+'''),
 ]

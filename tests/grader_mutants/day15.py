@@ -132,4 +132,10 @@ MUTANTS = [
            replace="    for group in optimizer.param_groups[:1]:\n",
            why="scales only the first parameter group",
            caught_by="day15_scale_and_schedule_tests"),
+    Mutant(cell="day15_lr_range_test", find="    model.train(was_training)\n", replace="",
+           why="restores the weights and the optimizer but not the mode: a model that came in eval mode leaves in training mode",
+           caught_by="day15_lr_range_test_tests"),
+    Mutant(cell="day15_lr_range_test", find="    model.train()\n", replace="",
+           why="never switches to training mode: an eval-mode model runs the sweep with frozen BatchNorm statistics",
+           caught_by="day15_lr_range_test_tests"),
 ]

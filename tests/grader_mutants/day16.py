@@ -77,4 +77,8 @@ MUTANTS = [
            find="        g.add_(w, alpha=weight_decay).mul_(trust)", replace="        g.mul_(trust)",
            why="the weight decay is in the ratio but never added to the gradient",
            caught_by="day16_lars_scale_tests"),
+    Mutant(cell="day16_lars_scale", find="ratio = eta * w_norm / (g_norm + weight_decay * w_norm)",
+           replace="ratio = eta * w_norm / torch.linalg.vector_norm(g + weight_decay * w)",
+           why="divides by the norm of the decayed gradient (LAMB's update norm) instead of |g| + wd |w|",
+           caught_by="day16_lars_scale_tests"),
 ]
