@@ -52,6 +52,17 @@ def agree_to_stop(stop_here: bool) -> bool:
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     return bool(flag[0])
 '''),
+    Alternative(cell="day19_agree_to_stop",
+                why="imports all_reduce and ReduceOp by name from torch.distributed (the spy must count a collective "
+                    "called through that name) and returns the comparison's bool",
+                source='''from torch.distributed import ReduceOp, all_reduce
+from utils.distributed import worker_device
+
+def agree_to_stop(stop_here: bool) -> bool:
+    flag = torch.tensor([float(stop_here)], device=worker_device())
+    all_reduce(flag, op=ReduceOp.MAX)
+    return flag.item() == 1.0
+'''),
     # Exercise 3: classify_failure.
     Alternative(cell="day19_classify_failure", why="regular expressions with IGNORECASE, tried in order",
                 source='''import re
