@@ -33,8 +33,9 @@ def break_even_calls(first_call_s: float, eager_step_s: float, compiled_step_s: 
     return max(1, math.ceil((first - comp) / (eager - comp)))
 ''' + _PAYOFF_SOLUTION_TAIL),
     Alternative(cell="day24_compile_payoff",
-                why="imports the clock with `from time import perf_counter` and times the first call with it",
-                source='''from time import perf_counter
+                why="imports the clock under another name (`from time import perf_counter as now`) and times the "
+                    "first call with it",
+                source='''from time import perf_counter as now
 
 
 def break_even_calls(first_call_s: float, eager_step_s: float, compiled_step_s: float) -> float:
@@ -43,7 +44,7 @@ def break_even_calls(first_call_s: float, eager_step_s: float, compiled_step_s: 
     if compiled_step_s >= eager_step_s:
         return math.inf
     return max(1, math.ceil((first_call_s - compiled_step_s) / (eager_step_s - compiled_step_s) - 1e-9))
-''' + _PAYOFF_SOLUTION_TAIL.replace("time.perf_counter()", "perf_counter()")),
+''' + _PAYOFF_SOLUTION_TAIL.replace("time.perf_counter()", "now()")),
     Alternative(cell="day24_compile_payoff",
                 why="times each call itself with Stopwatch and takes statistics.median, and counts up to the "
                     "break-even with a loop",
