@@ -1,8 +1,9 @@
 # GPU users: a container with the course, JupyterLab as the entrypoint.
 #   docker build -t gpu-bootcamp .                            # the lock's CUDA 13.0 build: NVIDIA driver 580 or newer
-#   docker build --build-arg TORCH=cu126 -t gpu-bootcamp .    # CUDA 12 drivers (525-579) and GPUs older than Turing
+#   docker build --build-arg TORCH=cu126 -t gpu-bootcamp .    # CUDA 12 drivers (525-579) with a GPU up to Hopper, and
+#                                                             # GPUs older than Turing (a Blackwell GPU needs 580+)
 #   docker build --build-arg TORCH=cpu -t gpu-bootcamp .      # no NVIDIA GPU (also Intel Macs): about 4 GB smaller
-#   docker run --gpus all -p 8888:8888 gpu-bootcamp
+#   docker run --gpus all -p 8888:8888 -v bootcamp-work:/home/learner/course/workspace gpu-bootcamp
 # `--gpus all` needs the NVIDIA Container Toolkit on the host (Day 01 explains why). The PyTorch wheel brings its own
 # CUDA runtime and cuDNN, so the base is plain Ubuntu: the toolkit mounts the host's driver into the container, and no
 # CUDA base image ties the container to a minimum driver version.
@@ -46,9 +47,14 @@ COPY nbgrader_config.py Makefile ./
 COPY days ./days
 COPY results ./results
 COPY docs ./docs
-RUN chown -R learner:learner /home/learner/course
+COPY tools/workspace.py ./tools/
+RUN mkdir workspace && chown -R learner:learner /home/learner/course
 
+# Your work lives in workspace/, as with `make lab`. Mount a named volume there (README: `-v bootcamp-work:...`) and
+# it outlives the container: each start copies new days in and carries your answers into days the course updated
+# (tools/workspace.py), so a rebuilt image brings course updates without losing work.
 USER learner
 EXPOSE 8888
-ENTRYPOINT ["jupyter", "lab", "--ip=0.0.0.0", "--port=8888", "--no-browser", \
-            "--ServerApp.root_dir=/home/learner/course"]
+ENTRYPOINT ["/bin/sh", "-c", "python tools/workspace.py sync --days days --workspace workspace && exec jupyter lab \
+--ip=0.0.0.0 --port=8888 --no-browser --ServerApp.root_dir=/home/learner/course/workspace \
+--LabApp.default_url=/lab/tree/day01/day01_environment_check.ipynb \"$@\"", "--"]

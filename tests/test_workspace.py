@@ -88,5 +88,15 @@ def test_files_the_learner_made_and_unreadable_notebooks_are_left_alone(tmp_path
     write(days / "day07" / "day07.ipynb", notebook(prose="new"))
     report = ws.sync(days, work)
     assert broken.read_text() == "{ half a notebook" and (work / "day07" / "notes.txt").read_text() == "mine"
-    assert (work / "day07" / "day07.course-update.ipynb").exists()
+    updates = sorted((work / "day07").glob("day07.course-update-*.ipynb"))
+    assert len(updates) == 1
     assert "not a readable notebook" in " ".join(report.lines(work))
+    # The learner starts working in the update; later syncs of the same release, and of a newer one, never write
+    # over it, and no broken copies pile up in .previous/.
+    updates[0].write_text("my work in the update")
+    ws.sync(days, work)
+    write(days / "day07" / "day07.ipynb", notebook(prose="newer"))
+    ws.sync(days, work)
+    assert updates[0].read_text() == "my work in the update"
+    assert len(list((work / "day07").glob("day07.course-update-*.ipynb"))) == 2
+    assert not any((work / ws.PREVIOUS).glob("*"))
