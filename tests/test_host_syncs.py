@@ -21,6 +21,25 @@ def test_counts_each_syncing_call_by_method():
     assert syncs["by_method"] == {"item": 1, "__float__": 1, "__bool__": 1, "__format__": 1, "tolist": 1}
 
 
+def test_reading_a_host_copy_is_not_a_second_sync_but_reading_a_changed_tensor_is():
+    a, b = torch.tensor(1.0), torch.tensor(2.0)
+    with count_host_syncs() as one_copy:
+        totals = torch.stack([a, b]).cpu()     # the one wait on a GPU
+        x, y = totals.tolist()                 # a host tensor: nothing to wait for
+        float(totals[0])                       # a view of it: nothing either
+    assert (x, y) == (1.0, 2.0) and one_copy["n"] == 1 and one_copy["by_method"] == {"cpu": 1}
+    with count_host_syncs() as two_reads:
+        a.item()
+        b.item()
+    assert two_reads["n"] == 2
+    running = torch.zeros(())
+    with count_host_syncs() as changed:
+        running.cpu()                          # on a CPU run .cpu() returns the tensor itself...
+        running += 1                           # ...which then changes on the device: the next read waits again
+        running.item()
+    assert changed["n"] == 2
+
+
 def test_library_internal_syncs_are_not_counted():
     model = torch.nn.Linear(3, 2)
     model(torch.randn(4, 3)).sum().backward()

@@ -9,12 +9,15 @@ the same on every device, which is what makes it usable in tests that run on the
 :func:`count_host_syncs` is a spy: inside ``with count_host_syncs() as syncs:`` it counts every call, made from code
 outside PyTorch's own package, of the ``Tensor`` methods that must wait for the device (:data:`SYNC_METHODS`), plus
 ``torch.cuda.synchronize``. Calls made by PyTorch itself are not counted (a ``GradScaler.step`` that reads its
-``found_inf`` flag is the library's sync, not the caller's). A ``.to("cpu")`` copy also syncs and is not seen.
+``found_inf`` flag is the library's sync, not the caller's). Reading what a counted ``.cpu()`` returned (or a view
+of it), unchanged since, is not counted again: on a GPU the copy was the sync, and ``t.cpu().tolist()`` waits once.
+A ``.to("cpu")`` copy also syncs and is not seen.
 """
 from __future__ import annotations
 
 import contextlib
 import sys
+import weakref
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -38,12 +41,30 @@ def count_host_syncs() -> Iterator[dict]:
     originals = {m: (getattr(torch.Tensor, m), m in torch.Tensor.__dict__) for m in SYNC_METHODS}
     original_sync = torch.cuda.synchronize
 
+    host_copies: dict[int, tuple[weakref.ref, int]] = {}   # id -> (tensor, version) of what a counted .cpu() returned
+
+    def already_on_host(t: object) -> bool:
+        # The result of a counted .cpu(), or a view of it, not modified since (its version counter is unchanged; on a
+        # CPU run .cpu() returns the tensor itself, which later in-place updates change).
+        if not isinstance(t, torch.Tensor):
+            return False
+        for x in (t, t._base):
+            entry = host_copies.get(id(x)) if x is not None else None
+            if entry is not None and entry[0]() is x and x._version == entry[1]:
+                return True
+        return False
+
     def wrap(name: str, fn: Callable) -> Callable:
         def counted(*args, **kwargs):
-            if not sys._getframe(1).f_code.co_filename.startswith(_TORCH_DIR):
+            counted_call = (not sys._getframe(1).f_code.co_filename.startswith(_TORCH_DIR)
+                            and not (args and already_on_host(args[0])))
+            if counted_call:
                 counts["n"] += 1
                 counts["by_method"][name] = counts["by_method"].get(name, 0) + 1
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
+            if counted_call and name == "cpu" and isinstance(out, torch.Tensor):
+                host_copies[id(out)] = (weakref.ref(out), out._version)
+            return out
         return counted
 
     for method, (fn, _) in originals.items():

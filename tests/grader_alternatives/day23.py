@@ -96,4 +96,15 @@ ALTERNATIVES = [
     picked = log_probs.gather(1, y.clamp(min=0).unsqueeze(1)).squeeze(1)
     return -(picked * mask).sum() / torch.clamp(mask.sum(), min=1.0)
 '''),
+    Alternative(cell="day23_quiet_train_loop",
+                why="one copy of the stacked sums to the host with .cpu(), then .tolist() of that host tensor",
+                find="            total_loss, total_correct, n_bad = torch.stack([loss_sum, correct, nonfinite]).tolist()   # one sync\n",
+                replace="            totals = torch.stack([loss_sum, correct, nonfinite]).cpu()    # one copy to the host: the one sync\n"
+                        "            total_loss, total_correct, n_bad = totals.tolist()             # a host tensor: nothing to wait for\n"),
+    Alternative(cell="day23_masked_loss",
+                why="cross_entropy's own ignore_index with the default mean, its 0/0 = nan for an unlabelled batch "
+                    "turned into 0 by nan_to_num (whose backward also gives 0 gradients)",
+                source='''def masked_loss(logits, y):
+    return torch.nan_to_num(nn.functional.cross_entropy(logits, y, ignore_index=-1), nan=0.0)
+'''),
 ]

@@ -84,4 +84,9 @@ MUTANTS += [
            replace='''    causes = {"host": m["host_s"], "sync": m["sync_s"], "data": m["data_s"]}''',
            why="breaks ties in the wrong order (host before data)",
            caught_by="day23_classify_bottleneck_tests"),
+    Mutant(cell="day23_quiet_train_loop",
+           find="nonfinite += (~torch.isfinite(loss)).float()",
+           replace="nonfinite = (~torch.isfinite(loss)).float()",
+           why="keeps only the last step's finiteness flag: a NaN earlier in the interval is never reported",
+           caught_by="day23_quiet_train_loop_tests"),
 ]
