@@ -8,7 +8,7 @@ Host syncs per step (Tensor.item/.cpu/.tolist/__bool__/__float__, cuda.synchroni
 
     python benchmarks/loop_overhead.py                      # small CNN and ResNet50 at 32 px
     python benchmarks/loop_overhead.py --smoke              # seconds, for the test suite
-    python benchmarks/loop_overhead.py --model resnet50 --image-size 224 --amp bf16   # the GPU target (<= 1.02)
+    python benchmarks/loop_overhead.py --model resnet50 --image-size 224 --amp bf16   # the GPU target (<= 1.03)
 """
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ class Context:
 @dataclass
 class Recorder:
     day: str
-    budget_s: float     # seconds on an H200; the runner's hard limit is 1.5x this
+    budget_s: float     # seconds on an H200; the runner stops a part at GPU_SLACK (tools/gpu_check.py) times this
     what: str
     fn: Callable[[Context], dict]
 
