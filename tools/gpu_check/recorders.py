@@ -496,7 +496,8 @@ def record_day22(ctx: Context) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------------- 27
-@recorder("day27", 8, "a leaking loop (losses kept with their graphs) vs a fixed one, memory_allocated per step, "
+@recorder("day27", 8, "small_cnn at 64 px, batch 256 (larger than the notebook's GPU run, so the leak is plain): "
+                       "a leaking loop (losses kept with their graphs) vs a fixed one, memory_allocated per step, "
                        "and a trimmed CUDA memory snapshot of three Adam steps")
 def record_day27(ctx: Context) -> dict:
     size, batch = ctx.pick((16, 8), (64, 256))
