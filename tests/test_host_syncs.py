@@ -40,6 +40,14 @@ def test_reading_a_host_copy_is_not_a_second_sync_but_reading_a_changed_tensor_i
     assert changed["n"] == 2
 
 
+def test_inference_tensors_which_have_no_version_counter_are_counted_on_every_read():
+    with torch.inference_mode(), count_host_syncs() as syncs:
+        logits = torch.tensor([[0.2, 0.8], [0.9, 0.1]])
+        predictions = logits.argmax(1).cpu()
+        predictions.tolist()                   # cannot tell whether it changed since the copy: counted
+    assert syncs["n"] == 2 and syncs["by_method"] == {"cpu": 1, "tolist": 1}
+
+
 def test_library_internal_syncs_are_not_counted():
     model = torch.nn.Linear(3, 2)
     model(torch.randn(4, 3)).sum().backward()

@@ -50,7 +50,7 @@ def count_host_syncs() -> Iterator[dict]:
             return False
         for x in (t, t._base):
             entry = host_copies.get(id(x)) if x is not None else None
-            if entry is not None and entry[0]() is x and x._version == entry[1]:
+            if entry is not None and entry[0]() is x and not x.is_inference() and x._version == entry[1]:
                 return True
         return False
 
@@ -62,7 +62,8 @@ def count_host_syncs() -> Iterator[dict]:
                 counts["n"] += 1
                 counts["by_method"][name] = counts["by_method"].get(name, 0) + 1
             out = fn(*args, **kwargs)
-            if counted_call and name == "cpu" and isinstance(out, torch.Tensor):
+            # An inference tensor has no version counter, so a read of it is always counted.
+            if counted_call and name == "cpu" and isinstance(out, torch.Tensor) and not out.is_inference():
                 host_copies[id(out)] = (weakref.ref(out), out._version)
             return out
         return counted
