@@ -372,3 +372,17 @@ def test_a_run_the_gpu_kept_in_this_process_is_labelled_plans_reused(tmp_path, c
     flagged = next(r for r in results if r.technique == "baseline+cudnn_benchmark")
     assert flagged.extras["fresh_process"] is False and flagged.extras["cudnn_plans"] == "reused"
     assert next(r for r in results if r.technique == "baseline").extras["cudnn_plans"] == "-"
+
+
+def test_recorded_techniques_report_shows_the_days_rows_and_says_when_a_recording_was_cut_short(tmp_path):
+    from utils.full_scale_section import recorded_techniques_report
+
+    assert recorded_techniques_report(["pinned"], root=tmp_path) == ""
+    rows = [{"run": "baseline", "technique": "baseline", "images_per_s": 900.0},
+            {"run": "pinned", "technique": "pinned", "images_per_s": 950.0}]
+    prov = provenance("cpu", "python tools/gpu_check.py") | {"hardware": "cuda:0 NVIDIA H200"}
+    write_recorded(tmp_path / "day14" / "gpu.json", {"what": "ResNet50", "rows": rows, "partial": False}, prov)
+    text = recorded_techniques_report(["pinned"], root=tmp_path)
+    assert "NVIDIA H200" in text and "950" in text and "900" not in text and "partial" not in text
+    write_recorded(tmp_path / "day14" / "gpu.json", {"what": "ResNet50", "rows": rows, "partial": True}, prov)
+    assert "a partial recording" in recorded_techniques_report(["pinned"], root=tmp_path)

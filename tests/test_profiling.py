@@ -196,6 +196,10 @@ def test_recorded_report_labels_the_hardware_or_says_there_is_none(tmp_path):
     text = recorded_report("day08", root=tmp_path)
     assert text.startswith("Recorded (not measured in this run) on cuda:0 NVIDIA H200")
     assert "peak / prediction = 0.93" in text and "1.235" in text and "gpu.json" in text
+    assert "PARTIAL" not in text
+    write_recorded(tmp_path / "day08" / "gpu.json", {"partial": True, "summary": ["first run"], "rows": []},
+                   prov | {"hardware": "cuda:0 NVIDIA H200, torch 2.11.0"})
+    assert "PARTIAL: the recorder was stopped before it finished" in recorded_report("day08", root=tmp_path)
 
 
 def test_format_rows_aligns_columns_of_uneven_rows():

@@ -138,8 +138,10 @@ def recorded_techniques_report(techniques: Sequence[str], day: str = SHARED_RECO
     for record in load_recorded_results(day, root):
         rows = [row for row in record.get("rows", []) if row.get("technique") in techniques]
         if rows:
+            cut_short = " (a partial recording: stopped before it finished, later rows missing)" \
+                if record.get("partial") else ""
             parts.append(f"Recorded on {record['hardware']} ({record['date'][:10]}, {record['source']}), "
-                         f"{record.get('what', '')}:\n{format_rows(rows)}")
+                         f"{record.get('what', '')}{cut_short}:\n{format_rows(rows)}")
     return "\n".join(parts)
 
 

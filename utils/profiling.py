@@ -323,6 +323,9 @@ def recorded_report(day: str, root: str | Path | None = None) -> str:
                      f"  {rec['date']} | {rec['source']} | {rec['file']}")
         if rec.get("what"):
             parts.append(f"  {rec['what']}")
+        if rec.get("partial"):
+            parts.append("  PARTIAL: the recorder was stopped before it finished; the rows it had not reached are "
+                         "missing")
         parts += [f"  {line}" for line in rec.get("summary", [])]
         if rec.get("rows"):
             parts.append(format_rows(rec["rows"]))
