@@ -385,6 +385,32 @@ def test_a_recorder_cut_short_before_its_first_run_reports_no_rows(day, tmp_path
     json.dumps(payload)
 
 
+def test_cudnn_plan_reuse_is_tracked_across_recorders_with_pytorchs_default_tf32(monkeypatch):
+    import torch
+
+    from gpu_check import full_scale_recorders as F
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)      # PyTorch's default
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
+
+    def label(technique, **knobs):
+        return F.conv_plans_label("resnet50", 224, 64, technique, cpu, **knobs)
+
+    # Day 25 alone: 'fast' (TF32 on) has the key of bf16+channels_last (TF32 unset, so allowed), which ran first.
+    monkeypatch.setattr(F, "_CONV_PLANS", {})
+    assert label("bf16") == "-" and label("bf16", channels_last=True) == "-"
+    assert label("bf16", cudnn_benchmark=True) == "reused heuristic plans"
+    assert label("fast") == "reused heuristic plans"
+    # The whole kit: Day 14's 'fast' autotunes first, so Day 25's flag-off channels_last run reuses its plans.
+    monkeypatch.setattr(F, "_CONV_PLANS", {})
+    assert label("fast") == "-"
+    assert label("bf16", channels_last=True) == "reused autotuned plans"
+    assert label("bf16") == "-"                                        # NCHW: other convolutions
+    assert label("accumulation") == "-" and label("baseline") == "-"   # other micro-batch; fp32: other dtype
+    assert F.conv_plans_label("resnet50", 224, 64, "bf16", cpu, channels_last=True, tf32=False) == "-"
+
+
 def test_input_lines_say_which_runs_the_loader_limited():
     from gpu_check.full_scale_recorders import _input_lines, _relative
 
@@ -513,8 +539,8 @@ def test_each_days_fallback_shows_its_own_recording(day, tmp_path, capsys):
         assert f'day="{day}"' in source and "full_scale_section(" in source
         full_scale_section(["bf16"], day=day, smoke=True, results_root=str(tmp_path))
         shown = capsys.readouterr().out
-    elif day == "day30":               # the TensorRT cell's fallback prints every recorded row
-        assert 'load_recorded_results("day30")' in source and 'rec.get("rows", [])' in source
+    elif day == "day30":               # the latency cell shows every recorded row (the TensorRT cell: see below)
+        assert 'recorded_report("day30")' in source
         shown = recorded_report(day, tmp_path)
     else:                              # the capstone's run cell, when it did not train the full-size configuration
         assert 'recorded_report("day32")' in source
@@ -522,3 +548,25 @@ def test_each_days_fallback_shows_its_own_recording(day, tmp_path, capsys):
         (header,) = [line for line in shown.splitlines() if "images_per_s" in line]
         assert "accuracy" not in header, "the capstone's recording shows no accuracy column"
     assert "Recorded (not measured in this run) on cuda:0 NVIDIA H200" in shown and "4321" in shown, shown
+
+
+def test_day30_tensorrt_cell_off_gpu_shows_only_the_tensorrt_provider_rows(tmp_path, capsys):
+    import copy
+
+    from utils.profiling import load_recorded_results
+
+    (path,) = (ROOT / "solutions" / "day30").glob("*.ipynb")
+    (cell,) = [c for c in json.loads(path.read_text())["cells"] if c.get("id") == "day30-code-022"]
+    fallback = textwrap.dedent("".join(cell["source"]).split("\nelse:\n", 1)[1])
+    cuda_row = copy.deepcopy(_FAKE["day30"]["rows"][0])
+    trt_row = {**cuda_row, "runtime": "onnxruntime TensorrtExecutionProvider (fp32 weights)", "eager_ms": 8765.0}
+
+    def show(rows):
+        write_recorded(tmp_path / "day30" / "nvidia_h200.json", {"day": "day30", "summary": [], "rows": rows}, _PROV)
+        exec(fallback, {"load_recorded_results": lambda day: load_recorded_results(day, tmp_path),
+                        "results_dir": lambda day: tmp_path / day})
+        return capsys.readouterr().out
+
+    shown = show([cuda_row, trt_row])
+    assert "8765" in shown and "4321" not in shown and "not Torch-TensorRT" in shown, shown
+    assert "No recorded TensorRT results" in show([cuda_row])

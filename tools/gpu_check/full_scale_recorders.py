@@ -87,6 +87,31 @@ def _relative(rows: list[dict]) -> None:
                                    if r["peak_memory_gib"] is not None and base["peak_memory_gib"] else None)
 
 
+#: cuDNN's plan cache lives as long as the worker process, which runs Days 14, 25 and 32 one after another: a run
+#: whose convolutions have the key of an earlier run's reuses the plans that run made, whatever cudnn.benchmark says
+#: now. Key -> whether the first run with it autotuned.
+_CONV_PLANS: dict[tuple, bool] = {}
+
+
+def conv_plans_label(model: str, image_px: int, batch_size: int, technique: str, device: torch.device,
+                     **knobs: Any) -> str:
+    """What a run of ``technique`` with ``knobs`` gets from cuDNN's plan cache in this process: ``"-"`` (its own
+    plans: autotuned if the flag is on, heuristic if not), ``"reused autotuned plans"`` or ``"reused heuristic
+    plans"``. Call it just before the run (``batch_size`` in images per optimizer step). The key is what cuDNN keys on: the shapes (model, image size,
+    micro-batch), the dtype, the layout and the effective TF32 flag (PyTorch's default allows TF32 in cuDNN)."""
+    from utils.techniques import resolve_settings
+
+    s = resolve_settings(technique, device, **knobs)
+    tf32 = s.tf32 if s.tf32 is not None else bool(torch.backends.cudnn.allow_tf32)
+    autotune = s.cudnn_benchmark if s.cudnn_benchmark is not None else bool(torch.backends.cudnn.benchmark)
+    micro_batch = batch_size // s.accumulation_steps
+    key = (model, image_px, micro_batch, s.amp, s.channels_last, tf32)
+    first_autotuned = _CONV_PLANS.setdefault(key, bool(autotune))
+    if first_autotuned == bool(autotune):
+        return "-"
+    return "reused autotuned plans" if first_autotuned else "reused heuristic plans"
+
+
 # ----------------------------------------------------------------------------------------------------------- 14
 # technique -> the days that teach it (the rows Days 03-32 show as their full-size reference)
 # (utils.full_scale_section shows a day the rows of its own techniques from this recording)
@@ -134,11 +159,13 @@ def record_day14(ctx: Context) -> dict:
             if ctx.left_s() < ctx.pick(0, 6):
                 skipped.append(label)
                 continue
+            plans = conv_plans_label(model, size, batch, technique, ctx.device) if ctx.cuda else "-"
             r = full_scale_run(technique, steps=steps, batch_size=batch, data=data, model=model,
                                num_workers=ctx.pick(0, None), eval_batches=0, device=ctx.device,
                                allow_cpu=ctx.tiny, progress=False, input_path=path)
             rows.append({**_run_row(r, label, steps), "technique": technique, "what": TECHNIQUES[technique][1],
-                         "days": FULL_SCALE_DAYS.get(technique, "") if path == "cached" else "day03, day10"})
+                         "days": FULL_SCALE_DAYS.get(technique, "") if path == "cached" else "day03, day10",
+                         "cudnn_plans": plans})
             settings[label] = r.settings
             if path == "dataloader":
                 used_workers = r.extras["num_workers"]
@@ -378,8 +405,6 @@ DAY25_KNOBS = {"tf32": {"tf32": True}, "channels_last": {"channels_last": True},
                        "and peak memory, 40 steps each")
 def record_day25(ctx: Context) -> dict:
     from utils.full_scale import full_scale_run
-    from utils.full_scale_section import benchmark_setting
-    from utils.techniques import TECHNIQUES
     from utils.precision import has_native_bf16
 
     size, model, steps, batch = ctx.pick((32, "small_cnn", 4, 8), (224, "resnet50", 40, 64))
@@ -399,35 +424,33 @@ def record_day25(ctx: Context) -> dict:
                      if r["peak_memory_gib"] is not None and r["memory_vs_baseline"] is not None else "")
                   for r in rows] or [NOTHING_MEASURED]
         lines += _input_lines(rows)
-        reused = [r["run"] for r in rows if r.get("cudnn_plans") == "reused"]
-        if reused:    # the kit's budget has no room for a fresh process per flag-on run, as the notebook starts
-            lines.append(f"{', '.join(reused)}: cudnn.benchmark on, but in the process that already ran these shapes "
-                         "with the same layout and TF32 setting and the flag off; cuDNN's plan cache is keyed without "
-                         "the flag, so these rows reuse those plans and do not measure autotuning (Day 25's own "
-                         "full-size run trains them in a fresh process)")
+        # The kit's budget has no room for a fresh process per run, as the notebook starts for its flag-on runs.
+        heuristic = [r["run"] for r in rows if r.get("cudnn_plans") == "reused heuristic plans"]
+        autotuned = [r["run"] for r in rows if r.get("cudnn_plans") == "reused autotuned plans"]
+        if heuristic:
+            lines.append(f"{', '.join(heuristic)}: cudnn.benchmark on, but an earlier run in this process had the same "
+                         "convolutions (shapes, dtype, layout, TF32) with the flag off; cuDNN's plan cache is keyed "
+                         "without the flag, so these rows reuse those plans and do not measure autotuning (Day 25's "
+                         "own full-size run trains them in a fresh process)")
+        if autotuned:
+            lines.append(f"{', '.join(autotuned)}: cudnn.benchmark off, but an earlier run in this process autotuned "
+                         "the same convolutions (Day 14's recorder runs first); these rows reuse the autotuned "
+                         "plans, so their ratio includes autotuning")
         if skipped:
             lines.append(f"not run (time budget spent): {', '.join(skipped)}")
         return lines
 
-    def conv_key(technique: str, knobs: dict) -> tuple[bool, bool]:
-        # What cuDNN's plan cache keys on besides the shapes and the (here always half) dtype: layout and TF32.
-        setting = {**TECHNIQUES[technique][0], **knobs}
-        return bool(setting.get("channels_last")), bool(setting.get("tf32"))
-
-    ran_keys: set[tuple[bool, bool]] = set()
     with imagenette_data(ctx, size, train_per_class=ctx.pick(12, 26)) as (data, source):
         for label, technique, knobs in variants:
             if ctx.left_s() < ctx.pick(0, 5):
                 skipped.append(label)
                 continue
+            plans = conv_plans_label(model, size, batch, technique, ctx.device, **knobs) if ctx.cuda else "-"
             r = full_scale_run(technique, steps=steps, batch_size=batch, data=data, model=model,
                                num_workers=ctx.pick(0, None), eval_batches=0, device=ctx.device,
                                allow_cpu=ctx.tiny, progress=False, **knobs)
             rows.append({**_run_row(r, label, steps), "technique": technique,
-                         "knobs": ", ".join(f"{k}={v}" for k, v in knobs.items()) or "-",
-                         "cudnn_plans": "reused" if ctx.cuda and benchmark_setting(technique, knobs)
-                         and conv_key(technique, knobs) in ran_keys else "-"})
-            ran_keys.add(conv_key(technique, knobs))
+                         "knobs": ", ".join(f"{k}={v}" for k, v in knobs.items()) or "-", "cudnn_plans": plans})
             free_device_memory(ctx.device)
             _relative(rows)
             ctx.save({"summary": summary(), "rows": rows, "model": model, "image_px": size, "batch": batch,
@@ -480,8 +503,9 @@ def eager_vs_onnxruntime(net: nn.Module, session: Any, dev: torch.device, batche
 @recorder("day30", 15, "torchvision ResNet50 at 224 px (random weights) exported to ONNX as Day 30 does (dynamo "
                        "exporter, dynamic batch, external data, onnx.checker); parity with eager fp32; eager vs ONNX "
                        "Runtime like with like (fp32, TF32 off, host array in and out) on the CUDA provider at "
-                       "batches 1, 8, 64, and the TensorRT provider only where this onnxruntime has it; skipped "
-                       "where onnxruntime has no CUDA provider (the notebook's CPU comparison needs no recording)")
+                       "batches 1, 8, 64, and the TensorRT provider (TF32 by default, so not like with like) only "
+                       "where this onnxruntime has it; skipped where onnxruntime has no CUDA provider (the "
+                       "notebook's CPU comparison needs no recording)")
 def record_day30(ctx: Context) -> dict:
     import onnxruntime as ort
     import torchvision
@@ -535,7 +559,8 @@ def _record_day30(ctx: Context, ort, net: torch.nn.Module, size: int, batches: l
             trt_batch = 64   # one shape: each new input shape builds a new engine
             trt = OnnxModel(path, providers=[("TensorrtExecutionProvider", {"device_id": str(ctx.device.index or 0)}),
                                              "CUDAExecutionProvider"], cuda_device=ctx.device.index or 0)
-            rows += [{"runtime": "onnxruntime TensorrtExecutionProvider (fp32)", **r}
+            rows += [{"runtime": "onnxruntime TensorrtExecutionProvider (fp32 weights; TensorRT builds TF32 kernels by "
+                                 "default, and this provider has no switch for it)", **r}
                      for r in eager_vs_onnxruntime(net, trt, ctx.device, [trt_batch], size, repeats)]
         elif ctx.cuda:
             summary.append("TensorRT: not measured (no TensorrtExecutionProvider in this onnxruntime, or no time left)")
