@@ -60,14 +60,19 @@ def test_processes_started_by_a_test_do_not_see_pytest():
 
 def test_the_float_of_a_grad_tensor_warning_is_silenced_and_no_other():
     loss = torch.ones(3, requires_grad=True).sum()
-    with warnings.catch_warnings(record=True) as before:
-        warnings.simplefilter("always")
-        float(loss)
-    assert any("requires_grad=True to a scalar" in str(w.message) for w in before), \
-        "torch no longer warns here: the filter may be dropped"
-    with warnings.catch_warnings(record=True) as after:
-        warnings.simplefilter("always")
-        ignore_float_of_grad_tensor_warning()
-        assert float(loss) == 3.0 and complex(loss) == 3
-        warnings.warn("another warning")
-    assert [str(w.message) for w in after] == ["another warning"]
+    always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)     # torch warns once per process otherwise: each block must see its own warning
+    try:
+        with warnings.catch_warnings(record=True) as before:
+            warnings.simplefilter("always")
+            float(loss)
+        assert any("requires_grad=True to a scalar" in str(w.message) for w in before), \
+            "torch no longer warns here: the filter may be dropped"
+        with warnings.catch_warnings(record=True) as after:
+            warnings.simplefilter("always")
+            ignore_float_of_grad_tensor_warning()
+            assert float(loss) == 3.0 and complex(loss) == 3
+            warnings.warn("another warning")
+        assert [str(w.message) for w in after] == ["another warning"]
+    finally:
+        torch.set_warn_always(always)

@@ -11,6 +11,9 @@ outside PyTorch's own package, of the ``Tensor`` methods that must wait for the 
 ``torch.cuda.synchronize``. Calls made by PyTorch itself are not counted (a ``GradScaler.step`` that reads its
 ``found_inf`` flag is the library's sync, not the caller's). Reading what a counted ``.cpu()`` returned (or a view
 of it), unchanged since, is not counted again: on a GPU the copy was the sync, and ``t.cpu().tolist()`` waits once.
+Two exceptions: under ``torch.inference_mode()`` the copy has no version counter, so each read of it is counted
+(``t.cpu().tolist()`` counts 2); and on a CPU run ``.cpu()`` returns the tensor itself, so a read of that tensor,
+unchanged (or changed only through ``.data``), is not counted either, though on a GPU it would wait again.
 A ``.to("cpu")`` copy also syncs and is not seen.
 """
 from __future__ import annotations
