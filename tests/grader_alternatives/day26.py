@@ -200,4 +200,23 @@ def atomic_torch_save(obj, path):
             break
     save(training_state(model, optimizer, step=step, epoch=epoch, samples_in_epoch=in_epoch, scaler=scaler),
          out / "final.pt")""" + _SCRIPT_TAIL),
+    Alternative(
+        cell="day26_train_step",
+        why="autocast chosen with a conditional expression (nullcontext when amp_dtype is None), the norm of the "
+            "parameters that have a gradient",
+        source='''import contextlib
+
+def train_step(model, images, targets, optimizer, scaler, loss_fn, max_grad_norm, amp_dtype=None):
+    optimizer.zero_grad(set_to_none=True)
+    autocast = (contextlib.nullcontext() if amp_dtype is None
+                else torch.autocast(device_type=images.device.type, dtype=amp_dtype))
+    with autocast:
+        loss = loss_fn(model(images), targets)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_grad_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.detach(), norm
+'''),
 ]

@@ -97,4 +97,16 @@ def quantize_int8(x: torch.Tensor) -> tuple[torch.Tensor, float, int]:
     optimizer.step()
     return loss.detach().item()
 '''),
+    Alternative(
+        cell="day31_distillation_loss",
+        why="both logits upcast with .float() before the softmax (the guard under fp16 autocast), the teacher's "
+            "log-probabilities as the target, T ** 2",
+        source='''def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, targets: torch.Tensor,
+                      T: float = 4.0, alpha: float = 0.7) -> torch.Tensor:
+    student = student_logits.float()                 # the softmax in fp32 even when the logits come from fp16/bf16
+    teacher = teacher_logits.detach().float()
+    soft = F.kl_div(F.log_softmax(student / T, dim=1), F.log_softmax(teacher / T, dim=1), reduction="batchmean",
+                    log_target=True)
+    return alpha * T ** 2 * soft + (1 - alpha) * F.cross_entropy(student, targets)
+'''),
 ]

@@ -56,4 +56,8 @@ MUTANTS = [
            replace="    dist.all_reduce(counts[:1])\n    dist.all_reduce(counts[1:])\n",
            why="two all_reduce calls where one of the stacked counts does",
            caught_by="day18_evaluate_sharded_tests"),
+    Mutant(cell="day18_fix_ddp_script",
+           find="map_location=device)", replace="map_location=args.device)",
+           why="loads onto the --device argument: 'cpu' under the test, 'auto' (not a device) in every default run",
+           caught_by="day18_fix_ddp_script_checkpoint_tests"),
 ]

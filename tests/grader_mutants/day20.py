@@ -60,4 +60,9 @@ MUTANTS = [
                    "    full[rank * master_shard.numel():(rank + 1) * master_shard.numel()] = master_shard.detach()\n",
            why="no all-gather: each rank copies back only its own updated shard, the replicas drift apart",
            caught_by="day20_sharded_optimizer_tests"),
+    Mutant(cell="day20_zero_bytes_per_rank",
+           find="grads = (shard if stage >= 2 else num_params) * bytes_grad",
+           replace="grads = (shard if stage >= 2 else num_params) * bytes_param",
+           why="counts the gradients at the parameters' bytes per element: wrong for bf16 weights with fp32 gradients",
+           caught_by="day20_zero_bytes_per_rank_tests"),
 ]

@@ -80,4 +80,9 @@ MUTANTS = [
            replace="    free = mem_fraction * (gpu_mem_bytes - bytes_per_param * num_params)",
            why="applies the safety fraction to the memory left after the training state, not to the card",
            caught_by="day21_plan_training_tests"),
+    Mutant(cell="day21_plan_training",
+           find="for k in range(1, target_global_batch // world + 1):",
+           replace="for k in range(1, target_global_batch // world):",
+           why="off by one in the search: micro-batches of one sample (the largest count) are never tried",
+           caught_by="day21_plan_training_tests"),
 ]

@@ -120,4 +120,13 @@ MUTANTS = [
            why="starts each new epoch where step * BATCH_SIZE falls, skipping samples after the short last batch: "
                "consistent in every run, so only a run of the rules catches it",
            caught_by="day26_resumable_script_tests"),
+    Mutant(cell="day26_train_step",
+           find="    with torch.autocast(images.device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):\n",
+           replace="    if True:\n",
+           why="never autocasts: amp_dtype is ignored and every step runs in fp32",
+           caught_by="day26_train_step_tests"),
+    Mutant(cell="day26_train_step",
+           find="return loss.detach(), grad_norm", replace="return loss.detach(), grad_norm.item()",
+           why="returns the gradient norm as a Python float: a host sync every step",
+           caught_by="day26_train_step_tests"),
 ]

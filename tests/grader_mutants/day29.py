@@ -73,4 +73,9 @@ MUTANTS = [
            replace="        handle.remove()\n    model.train(was_training)\n    return",
            why="restores the mode after the try block: a forward pass that raises leaves the model in eval mode",
            caught_by="day29_penultimate_features_tests"),
+    Mutant(cell="day29_penultimate_features",
+           find="        with torch.inference_mode():\n            model(images.to(next(model.parameters()).device))\n",
+           replace="        model(images.to(next(model.parameters()).device))\n",
+           why="no inference_mode: the hook's detach hides it, but autograd records the whole forward pass",
+           caught_by="day29_penultimate_features_tests"),
 ]

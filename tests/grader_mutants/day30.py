@@ -69,4 +69,13 @@ MUTANTS = [
            find="np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type))", replace="np.dtype(np.float32)",
            why="assumes every input is float32",
            caught_by="day30_input_specs_tests"),
+    Mutant(cell="day30_export_onnx",
+           find="    onnx.checker.check_model(str(path), full_check=True)   # structure, opset, and shape inference\n",
+           replace="",
+           why="returns the file unchecked: a malformed graph shows only when someone loads it",
+           caught_by="day30_export_onnx_tests"),
+    Mutant(cell="day30_export_onnx",
+           find="onnx.checker.check_model(str(path), full_check=True)", replace="onnx.checker.check_model(str(path))",
+           why="checks without full_check: no shape inference, so inconsistent shapes pass",
+           caught_by="day30_export_onnx_tests"),
 ]
