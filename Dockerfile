@@ -3,6 +3,7 @@
 #   docker build --build-arg TORCH=cu126 -t gpu-bootcamp .    # CUDA 12 drivers (525-579) with a GPU up to Hopper, and
 #                                                             # GPUs older than Turing (a Blackwell GPU needs 580+)
 #   docker build --build-arg TORCH=cpu -t gpu-bootcamp .      # no NVIDIA GPU (also Intel Macs): about 4 GB smaller
+#                                                             # (run that image without `--gpus all`)
 #   docker run --gpus all -p 8888:8888 -v bootcamp-work:/home/learner/course/workspace gpu-bootcamp
 # `--gpus all` needs the NVIDIA Container Toolkit on the host (Day 01 explains why). The PyTorch wheel brings its own
 # CUDA runtime and cuDNN, so the base is plain Ubuntu: the toolkit mounts the host's driver into the container, and no
@@ -43,10 +44,9 @@ RUN /opt/venv/bin/python -m pip install --no-deps --no-build-isolation -e .
 COPY .jupyter ./.jupyter
 RUN mkdir -p /opt/venv/etc/jupyter && cp .jupyter/nbgrader_config.py /opt/venv/etc/jupyter/nbgrader_config.py
 
-COPY nbgrader_config.py Makefile ./
+COPY Makefile ./
 COPY days ./days
 COPY results ./results
-COPY docs ./docs
 COPY tools/workspace.py ./tools/
 RUN mkdir workspace && chown -R learner:learner /home/learner/course
 

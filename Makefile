@@ -1,6 +1,7 @@
 # One command to set up and start the course, one to set up and test it. See README.md.
 # Setup is idempotent: packages are reinstalled only when the lock file, pyproject.toml or the PyTorch build the
 # machine needs (tools/torch_build.py: TORCH=auto|default|cu126|cu130|cu132|cpu, TENSORRT=1) change.
+# make 3.81 (macOS's) ignores .SHELLFLAGS: the recipes with a pipe set pipefail themselves.
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
@@ -37,10 +38,11 @@ $(BUILD_CHOICE): FORCE
 	@$(SETUP_PYTHON) tools/torch_build.py choose --torch "$(TORCH)" --tensorrt "$(TENSORRT)" --venv $(VENV) --write $@
 
 # .jupyter/nbgrader_config.py goes into the environment's etc/jupyter/, where nbgrader finds it from any folder.
+# A venv without pip (Ubuntu's python3 without python3-venv stops half-way) is made again: venv completes it.
 $(STAMP): requirements-lock.txt pyproject.toml tools/torch_build.py .jupyter/nbgrader_config.py $(BUILD_CHOICE)
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python tools/torch_build.py install --choice $(BUILD_CHOICE) $(QUIET_PIP)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e . $(QUIET_PIP)
+	$(BIN)/python -m pip --version >/dev/null 2>&1 || $(PYTHON) -m venv $(VENV)
+	set -o pipefail; $(BIN)/python tools/torch_build.py install --choice $(BUILD_CHOICE) $(QUIET_PIP)
+	set -o pipefail; $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e . $(QUIET_PIP)
 	mkdir -p $(VENV)/etc/jupyter && cp .jupyter/nbgrader_config.py $(VENV)/etc/jupyter/nbgrader_config.py
 	$(BIN)/python -c 'import torch, torchvision, nbgrader, papermill, utils; print(f"setup ok: torch {torch.__version__} (CUDA {torch.version.cuda}) | utils from {utils.__file__}")'
 	touch $(STAMP)

@@ -20,6 +20,7 @@ passwords), COURSE_HUB_PROXY (the configurable-http-proxy command).
 """
 import os
 import shutil
+import sys
 from pathlib import Path
 
 c = get_config()  # noqa: F821  (provided by JupyterHub)
@@ -143,6 +144,8 @@ else:
     c.JupyterHub.authenticator_class = "shared-password"
     c.SharedPasswordAuthenticator.user_password = os.environ["COURSE_HUB_PASSWORD"]
     c.SharedPasswordAuthenticator.admin_password = os.environ.get("COURSE_HUB_ADMIN_PASSWORD")
+    # The hub's own environment's server, by path: started from a shell without the venv, PATH would not find it.
+    c.Spawner.cmd = [str(Path(sys.executable).with_name("jupyterhub-singleuser"))]
     if os.geteuid() == 0:  # containers and CI run as root; jupyter refuses to without this flag
         c.Spawner.args = ["--allow-root"]
 

@@ -2,8 +2,10 @@
 
     python -m instructor.release ../gpu-bootcamp-learners     # from the repository root
 
-The release is an explicit list of learner items (``LEARNER_ITEMS``, ``LEARNER_TESTS``); anything not listed, such
-as ``solutions/``, ``instructor/``, ``tools/`` and ``nbgrader_config.py``, is left out by construction.
+The release is an explicit list of learner items (``LEARNER_ITEMS``, ``LEARNER_TESTS``): the days, ``utils``, and
+everything ``make lab`` and the Dockerfile need (the setup tools under ``tools/``, the lab settings in ``.jupyter/``,
+the lab extension ``course_lab``). Anything not listed, such as ``solutions/``, ``instructor/``, the authoring tools
+and ``nbgrader_config.py``, is left out by construction.
 """
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ from pathlib import Path
 
 from .feedback import BEGIN_HIDDEN, END_HIDDEN
 
-LEARNER_ITEMS = ("days", "utils", "results", "README.md", "environment.yml", "Dockerfile", ".dockerignore",
-                 "Makefile", "pyproject.toml", "requirements-lock.txt")
+LEARNER_ITEMS = ("days", "utils", "course_lab", "results", ".jupyter", "README.md", "environment.yml", "Dockerfile",
+                 ".dockerignore", "Makefile", "pyproject.toml", "requirements-lock.txt",
+                 "tools/torch_build.py", "tools/pip_progress.py", "tools/workspace.py")
 LEARNER_TESTS = ("test_environment.py", "test_data.py", "test_models.py", "test_timing.py", "test_training.py")
 _FORBIDDEN = ("BEGIN SOLUTION", "END SOLUTION", BEGIN_HIDDEN, END_HIDDEN)
 _BUILD_LEFTOVERS = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", "*.pyc", "*.egg-info")
@@ -23,7 +26,8 @@ _BUILD_LEFTOVERS = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", "
 def export_learner_release(repo: str | Path, dest: str | Path) -> list[Path]:
     """Copy the learner-facing part of the course from ``repo`` to ``dest`` (which must not exist yet).
 
-    Included: ``days/``, ``utils/``, ``results/``, the setup files, and the unit tests that need no solutions.
+    Included: ``days/``, ``utils/``, ``results/``, the setup files (with the tools and lab settings they use), and
+    the unit tests that need no solutions.
     Every copied notebook and document is checked for solution and hidden-test markers; a ``ValueError`` names a
     file that has one. Returns the copied files.
     """
@@ -35,10 +39,13 @@ def export_learner_release(repo: str | Path, dest: str | Path) -> list[Path]:
     dest.mkdir(parents=True)
     for item in LEARNER_ITEMS:
         src = repo / item
+        (dest / item).parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir():
             shutil.copytree(src, dest / item, ignore=_BUILD_LEFTOVERS)
         elif src.is_file():
             shutil.copy2(src, dest / item)
+        else:
+            raise FileNotFoundError(f"{src} is missing: the learner release needs it (instructor/release.py)")
     (dest / "tests").mkdir()
     for name in ("conftest.py",) + LEARNER_TESTS:
         if (repo / "tests" / name).is_file():

@@ -72,6 +72,24 @@ def test_production_config_gives_each_user_a_limited_gpu_container(tmp_path: Pat
     assert volumes["gpu-bootcamp-{username}-days"] == "/home/learner/course/days"
     dockerfile = (HUB / "Dockerfile").read_text()
     assert "/etc/jupyter/course-hub" in dockerfile and "/srv/nbgrader/exchange" in dockerfile
+    # the instructor's server grades in the same image: the instructor package is in it, installed (editable) after
+    # it is copied, and the learner image's unkept workspace/ is gone (a student works in the kept days/)
+    copy_instructor = dockerfile.index("COPY --chown=learner:learner instructor ")
+    assert dockerfile.index("-e /home/learner/course", copy_instructor) < dockerfile.index("USER learner")
+    assert "rmdir /home/learner/course/workspace" in dockerfile
+    # the formgrader reads the nbgrader_config.py of its working folder (the image's WORKDIR) after the hub's: the
+    # repository's authoring config, whose course root is that folder, must not be there to override the hub's
+    course_image = [line.split()[1:] for line in (ROOT / "Dockerfile").read_text().splitlines()
+                    if line.startswith("COPY ")]
+    assert not any("nbgrader_config.py" in words[:-1] for words in course_image)
+
+
+def test_local_trial_starts_the_hubs_own_single_user_server_whatever_the_path(tmp_path: Path):
+    c = load_hub_config(tmp_path, COURSE_HUB_SPAWNER="local", COURSE_HUB_PASSWORD=STUDENT_PASSWORD,
+                        COURSE_HUB_ADMIN_PASSWORD=INSTRUCTOR_PASSWORD)
+    (command,) = c.Spawner.cmd
+    assert Path(command).is_absolute() and Path(command).parent == Path(sys.executable).parent
+    assert Path(command).name == "jupyterhub-singleuser" and Path(command).exists()
 
 
 def test_roster_without_an_instructor_is_refused(tmp_path: Path):

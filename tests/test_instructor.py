@@ -129,19 +129,29 @@ def test_learner_release_has_no_solutions_or_hidden_tests(tmp_path: Path):
     dest = tmp_path / "learners"
     files = export_learner_release(ROOT, dest)
     assert (dest / "days").is_dir() and (dest / "utils").is_dir() and (dest / "README.md").is_file()
-    for instructor_only in ("solutions", "instructor", "tools", "nbgrader_config.py", "docs"):
+    for instructor_only in ("solutions", "instructor", "tools/generate_days.py", "tools/gpu_check", "nbgrader_config.py",
+                            "docs"):
         assert not (dest / instructor_only).exists(), f"the learner release contains {instructor_only}"
     assert not list(dest.rglob("gradebook.db"))
-    # the release installs: its package discovery finds utils and nothing else
+    # the release installs: its package discovery finds the learner's packages and not the instructor's
     import setuptools
     import tomllib
 
     find = tomllib.loads((dest / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
-    assert setuptools.find_packages(str(dest), include=find["include"]) == ["utils"]
-    # nothing in it needs nbgrader or the instructor package
+    assert sorted(setuptools.find_packages(str(dest), include=find["include"])) == ["course_lab", "utils"]
+    # its setup runs: every file the Makefile's setup and the Dockerfile's COPY steps use is there
+    dry_run = subprocess.run(["make", "-n", "-C", str(dest), "setup", "workspace"], capture_output=True, text=True)
+    assert dry_run.returncode == 0, dry_run.stderr
+    for line in (dest / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY "):
+            *sources, _ = [word for word in line.split()[1:] if not word.startswith("--")]
+            missing = [source for source in sources if not (dest / source).exists()]
+            assert not missing, f"the copy's Dockerfile copies {missing}, which the release left out"
+    # nothing in it needs the instructor package, and only the Validate button's lab extension uses nbgrader
     for py in dest.rglob("*.py"):
         imported = _imported_modules(py)
-        assert not imported & {"nbgrader", "instructor"}, f"{py.relative_to(dest)} imports {imported}"
+        allowed = {"nbgrader"} if py.parent.name == "course_lab" else set()
+        assert not imported & ({"nbgrader", "instructor"} - allowed), f"{py.relative_to(dest)} imports {imported}"
     solution_markers = ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS")
     for path in files:
         if path.suffix not in (".ipynb", ".md", ".py", ".txt", ".yml", ".toml"):

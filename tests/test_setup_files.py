@@ -13,6 +13,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -194,3 +195,22 @@ def test_readme_make_commands_exist_and_ci_runs_the_test_command():
 def test_readme_torch_values_are_builds_the_tool_accepts():
     values = set(re.findall(r"TORCH=(\w+)", README))
     assert values and values <= set(torch_build_choices())
+
+
+@pytest.mark.slow
+def test_setup_completes_a_venv_left_without_pip(tmp_path: Path):
+    """Ubuntu's python3 without python3-venv makes .venv/bin/python and stops before pip. After the learner installs
+    the package, the next `make` must make the venv again, not skip it because bin/python exists."""
+    venv_step = next(line.strip() for line in (ROOT / "Makefile").read_text().splitlines()
+                     if line.startswith("\t") and "-m venv" in line)
+    venv = tmp_path / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    assert subprocess.run([venv / "bin" / "python", "-m", "pip", "--version"], capture_output=True).returncode != 0
+    command = (venv_step.replace("$(BIN)", str(venv / "bin")).replace("$(PYTHON)", sys.executable)
+               .replace("$(VENV)", str(venv)))
+    subprocess.run(["bash", "-c", command], check=True, timeout=300)
+    assert subprocess.run([venv / "bin" / "python", "-m", "pip", "--version"], capture_output=True).returncode == 0
+    # and a complete environment (a conda VENV included) is left alone: the step does nothing the second time
+    before = (venv / "pyvenv.cfg").stat().st_mtime_ns
+    subprocess.run(["bash", "-c", command], check=True, timeout=300)
+    assert (venv / "pyvenv.cfg").stat().st_mtime_ns == before

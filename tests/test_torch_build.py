@@ -324,3 +324,13 @@ def test_choose_rewrites_its_file_only_when_the_answer_changes(tmp_path, monkeyp
     assert tb.main([*argv, "--torch", "cpu"]) == 0 and out.read_text() == "build=cpu\ntensorrt=0\n"
     assert tb.main([*argv, "--tensorrt", "1"]) == 2
     assert "TENSORRT=1 needs the lock's CUDA 13.0 build" in capsys.readouterr().err
+
+
+def test_first_setup_disk_figure_is_the_cpu_one_on_a_mac_whose_default_build_has_no_cuda_libraries():
+    assert tb.disk_gb("default", platform="linux") == tb.DISK_GB["default"] > tb.DISK_GB["cpu"]
+    assert tb.disk_gb("cu126", platform="linux") == tb.DISK_GB["cu126"]
+    assert tb.disk_gb("default", platform="darwin") == tb.DISK_GB["cpu"]
+    # The lock's CUDA wheels are Linux-only, which is why a Mac's default build is CPU-sized.
+    cuda_lines = [line for line in LOCK_LINES if line.startswith(("nvidia-", "cuda-"))
+                  and not line.startswith("nvidia-ml-py")]  # NVML's Python bindings: pure Python, every platform
+    assert cuda_lines and all('platform_system == "Linux"' in line for line in cuda_lines)

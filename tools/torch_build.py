@@ -399,6 +399,11 @@ def _torch_stack_installed() -> list:
 DISK_GB = {"default": 6.5, "cu126": 6.5, "cu130": 6.5, "cu132": 6.5, "cpu": 3.0}
 
 
+def disk_gb(build: str, platform: str = sys.platform) -> float:
+    """GB a first setup puts on disk: macOS's default build carries no CUDA libraries, so the CPU figure there."""
+    return DISK_GB["cpu"] if platform == "darwin" else DISK_GB.get(build, 6.5)
+
+
 def _run(cmd: list, total: int = 0) -> None:
     """Run ``cmd``; a pip install shows short progress lines (tools/pip_progress.py) instead of pip's log."""
     shown = [os.path.relpath(cmd[0]) if cmd[0] == sys.executable else cmd[0], *cmd[1:]]
@@ -428,7 +433,7 @@ def _cmd_install(args: argparse.Namespace) -> None:
     trt = tensorrt_requirements(PYPROJECT.read_text()) if choice.tensorrt else []
     total = sum(1 for line in lock_lines if line.strip() and not line.lstrip().startswith("#"))
     if installed is None:
-        print(f"[setup] First setup: {total} pinned packages, about {DISK_GB.get(choice.build, 6.5):g} GB on disk for "
+        print(f"[setup] First setup: {total} pinned packages, about {disk_gb(choice.build):g} GB on disk for "
               f"the {choice.build} build of PyTorch, downloaded once into {Path(sys.prefix).name}/ (about 10 minutes "
               "on a fast connection). Later `make` runs reuse them and start in seconds.", flush=True)
     for cmd in install_commands(choice, python=sys.executable, lock_lines=lock_lines, no_torch_lock=str(no_torch),
