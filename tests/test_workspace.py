@@ -100,3 +100,27 @@ def test_files_the_learner_made_and_unreadable_notebooks_are_left_alone(tmp_path
     assert updates[0].read_text() == "my work in the update"
     assert len(list((work / "day07").glob("day07.course-update-*.ipynb"))) == 2
     assert not any((work / ws.PREVIOUS).glob("*"))
+
+
+def test_a_write_cut_short_leaves_the_previous_state_and_the_next_sync_works(tmp_path, monkeypatch):
+    days, work = tmp_path / "days", tmp_path / "workspace"
+    write(days / "day07" / "day07.ipynb", notebook())
+    ws.sync(days, work)
+    state = next(work.glob(".course*.json"))
+    before = state.read_text()
+    write(days / "day08" / "day08.ipynb", notebook())
+    real_write_text = Path.write_text
+
+    def disk_full(self, text, *args, **kwargs):
+        real_write_text(self, text[: len(text) // 2], *args, **kwargs)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", disk_full)
+    try:
+        ws.sync(days, work)
+    except OSError:
+        pass
+    monkeypatch.setattr(Path, "write_text", real_write_text)
+    assert state.read_text() == before                      # still valid JSON: the next `make lab` can read it
+    ws.sync(days, work)                                     # no JSONDecodeError, and the leftover is renamed away
+    assert "day07/day07.ipynb" in json.loads(state.read_text()) and not list(work.glob(".*.partial"))

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import sys
 import time
@@ -96,7 +97,10 @@ def carry_answers(release: dict, learner: dict) -> tuple[dict, list[str]]:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    """Write to a temporary file, then rename it over ``path``: a write cut short (a full disk) leaves the old file."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(partial, path)
 
 
 def sync(days: Path, workspace: Path, now: float | None = None) -> SyncReport:
