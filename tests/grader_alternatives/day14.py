@@ -81,8 +81,8 @@ for precision in ("fp32", "low"):
         compute_s = counter.get_total_flops() / GPU_FLOPS_PER_S[precision]
         launch_s = n_ops * OP_OVERHEAD_S
         CANDIDATES.append(dict(config=cfg, peak_bytes=peak_bytes(cfg), samples_per_s=throughput(cfg),
-                               step_flops=counter.get_total_flops(), step_ops=n_ops,
-                               gpu_s=max(compute_s, launch_s)))
+                               step_flops=counter.get_total_flops(), step_ops=n_ops, compute_s=compute_s,
+                               launch_s=launch_s, gpu_s=max(compute_s, launch_s)))
 CHOSEN = sorted(CANDIDATES, key=lambda c: c["gpu_s"])[0]["config"]
 base_gpu_s = next((c["gpu_s"] for c in CANDIDATES if c["config"] == BASELINE), float("nan"))
 for c in CANDIDATES:
@@ -97,9 +97,9 @@ print(f"CHOSEN: {CHOSEN}")
         make_logical_step(cfg)()
     ops = count_ops(make_logical_step(cfg))
     flops = fc.get_total_flops()
-    est = max(flops / GPU_FLOPS_PER_S[cfg.precision], ops * OP_OVERHEAD_S)
+    terms = {"compute_s": flops / GPU_FLOPS_PER_S[cfg.precision], "launch_s": ops * OP_OVERHEAD_S}
     return {"config": cfg, "peak_bytes": peak_bytes(cfg), "samples_per_s": speed, "step_flops": flops,
-            "step_ops": ops, "gpu_s": est}
+            "step_ops": ops, **terms, "gpu_s": max(terms.values())}
 
 CANDIDATES = [describe(Config(b, p, c)) for p, c in itertools.product(("fp32", "low"), (False, True))
               for b in [max_micro_batch(predictor(p, c), BUDGET, LOGICAL_BATCH)] if b > 0]
