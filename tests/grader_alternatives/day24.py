@@ -33,9 +33,11 @@ def break_even_calls(first_call_s: float, eager_step_s: float, compiled_step_s: 
     return max(1, math.ceil((first - comp) / (eager - comp)))
 ''' + _PAYOFF_SOLUTION_TAIL),
     Alternative(cell="day24_compile_payoff",
-                why="imports the clock under another name (`from time import perf_counter as now`) and times the "
-                    "first call with it",
+                why="imports the clock and synchronize under other names (`from time import perf_counter as now`, "
+                    "`from utils.device import synchronize as sync`) and times the first call with them",
                 source='''from time import perf_counter as now
+
+from utils.device import synchronize as sync
 
 
 def break_even_calls(first_call_s: float, eager_step_s: float, compiled_step_s: float) -> float:
@@ -44,7 +46,7 @@ def break_even_calls(first_call_s: float, eager_step_s: float, compiled_step_s: 
     if compiled_step_s >= eager_step_s:
         return math.inf
     return max(1, math.ceil((first_call_s - compiled_step_s) / (eager_step_s - compiled_step_s) - 1e-9))
-''' + _PAYOFF_SOLUTION_TAIL.replace("time.perf_counter()", "now()")),
+''' + _PAYOFF_SOLUTION_TAIL.replace("time.perf_counter()", "now()").replace("synchronize(device)", "sync(device)")),
     Alternative(cell="day24_compile_payoff",
                 why="times each call itself with Stopwatch and takes statistics.median, and counts up to the "
                     "break-even with a loop",
