@@ -33,10 +33,18 @@ def test_constant_after_warmup_and_no_warmup():
 
 
 @pytest.mark.parametrize("kwargs", [{"warmup": -1, "total": 10}, {"warmup": 0, "total": 0},
-                                    {"warmup": 1, "total": 10, "floor": 1.5}])
+                                    {"warmup": 1, "total": 10, "floor": 1.5}, {"warmup": 10, "total": 5}])
 def test_bad_arguments(kwargs):
     with pytest.raises(ValueError):
         warmup_cosine(**kwargs)
+
+
+def test_a_warmup_as_long_as_the_run_ends_at_the_floor_and_a_longer_one_is_refused():
+    # A warm-up counted in epochs meets a short run: before, warmup_linear(10, 5) trained at 6x the peak after step 9.
+    assert _lrs(warmup_cosine(5, 5), 8, base_lr=1.0) == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0, 0.01, 0.01, 0.01])
+    assert warmup_linear(5, 5)(7) == 0.0
+    with pytest.raises(ValueError, match="shorten the warm-up"):
+        warmup_linear(10, 5)
 
 
 def test_constant_stays_at_the_peak_past_total():

@@ -42,6 +42,8 @@ def test_iqr_is_the_spread_of_the_middle_half():
     # quartiles (exclusive method) 2.25 and 6.75: the outlier 100 does not widen the IQR
     assert t.iqr_s == pytest.approx(4.5)
     assert T.Timing([0.3, 0.1, 0.2]).iqr_s == pytest.approx(0.2), "fewer than 4 runs: the full range"
+    assert "(range 200.000 ms" in str(T.Timing([0.3, 0.1, 0.2])), "and it is called a range, not an IQR"
+    assert "(IQR 4500.000 ms" in str(t)
 
 
 def test_stopwatch_synchronises_before_and_after_the_interval(monkeypatch):

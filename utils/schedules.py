@@ -30,8 +30,9 @@ DECAY_SHAPES: dict[str, Callable[[float], float]] = {
 
 
 def _check(warmup: int, total: int, floor: float) -> None:
-    if warmup < 0 or total < 1:
-        raise ValueError(f"need warmup >= 0 and total >= 1 steps, got warmup={warmup}, total={total}")
+    if warmup < 0 or total < 1 or warmup > total:
+        raise ValueError(f"need 0 <= warmup <= total and total >= 1 steps, got warmup={warmup}, total={total}: "
+                         "shorten the warm-up or lengthen the run")
     if not 0.0 <= floor <= 1.0:
         raise ValueError(f"floor is a fraction of the peak learning rate in [0, 1], got {floor}")
 
@@ -46,8 +47,9 @@ def _warmup_then(warmup: int, decay_start: float, total: int, floor: float, shap
             return (step + 1) / warmup
         if step < decay_start:
             return 1.0
-        progress = min(step - decay_start, total - decay_start) / max(total - decay_start, 1)
-        return 1.0 - (1.0 - floor) * down(progress)
+        if step >= total:                       # also when the warm-up fills the whole run
+            return floor
+        return 1.0 - (1.0 - floor) * down((step - decay_start) / (total - decay_start))
 
     return factor
 

@@ -45,7 +45,8 @@ class Timing:
 
     @property
     def iqr_s(self) -> float:
-        """Interquartile range (seconds): the spread of the middle half of the runs."""
+        """Interquartile range (seconds): the spread of the middle half of the runs; with fewer than 4 runs, where
+        quartiles are not defined, the full range (max - min), which ``str()`` then calls "range"."""
         if len(self.times_s) < 4:
             return max(self.times_s) - min(self.times_s)
         q = statistics.quantiles(self.times_s, n=4)
@@ -56,7 +57,8 @@ class Timing:
         return items / self.median_s
 
     def __str__(self) -> str:
-        return (f"median {self.median_s * 1e3:.3f} ms (IQR {self.iqr_s * 1e3:.3f} ms, {len(self.times_s)} runs "
+        spread = "IQR" if len(self.times_s) >= 4 else "range"
+        return (f"median {self.median_s * 1e3:.3f} ms ({spread} {self.iqr_s * 1e3:.3f} ms, {len(self.times_s)} runs "
                 f"after {self.warmup} warm-up) on {self.device}")
 
 

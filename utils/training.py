@@ -2,7 +2,8 @@
 
 Design points, each a lesson of the course:
 - no host sync on every step: running loss and correct counts stay on the device and are read (one ``.item()``)
-  only every ``log_every`` steps for the progress bar and at the end of the epoch;
+  only every ``log_every`` steps for the progress bar and at the end of the epoch (with fp16, ``GradScaler.step``
+  itself still reads one inf/NaN flag per optimizer step to decide whether to skip it);
 - accuracy is averaged over *samples*, not over batches (the last batch may be smaller);
 - gradient accumulation divides the loss by the number of micro-batches in the group, so the gradient equals the
   one of a single large batch;
@@ -93,7 +94,8 @@ def train_one_epoch(model: nn.Module, loader: Iterable, optimizer: torch.optim.O
         max_grad_norm: clip the total gradient norm to this value (after unscaling); ``None`` leaves gradients.
         scheduler: stepped after every optimizer step (a per-step schedule); epoch schedules belong in ``fit``.
         log_every: with ``progress``, read the running loss from the device every this many batches for the
-            progress bar (one host sync each); without a progress bar nothing is read until the epoch ends.
+            progress bar (one host sync each); without a progress bar the loop reads nothing until the epoch
+            ends (with fp16, ``GradScaler.step`` still reads its inf/NaN flag once per optimizer step).
         max_steps: stop after this many batches (for quick runs).
     """
     if accumulation_steps < 1:
