@@ -103,4 +103,8 @@ MUTANTS = [
            find="while not self._stop.wait(self.interval_s):", replace="while not self._stop.wait(0.05):",
            why="the thread waits a fixed 50 ms whatever interval_s says: it samples 100 times too often at 5 s",
            caught_by="day02_util_sampler_tests"),
+    Mutant(cell="day02_util_sampler", find="        self._thread.join()\n", replace="",
+           why="__exit__ stops the thread but does not join it: a read still under way finishes after the last sample "
+               "and after nvmlShutdown",
+           caught_by="day02_util_sampler_tests"),
 ]

@@ -121,4 +121,8 @@ MUTANTS = [
            why="called the search it should replace", caught_by="day09_max_batch_closed_form_tests"),
     Mutant(cell="day09_max_batch_closed_form", find="[optimizer.strip().lower()]", replace="[optimizer]",
            why="optimizer names are case-sensitive ('AdamW' fails)", caught_by="day09_max_batch_closed_form_tests"),
+    Mutant(cell="day09_max_batch_closed_form",
+           find="return max(0, math.floor(room / per_sample_bytes))", replace="return max(0, room // per_sample_bytes)",
+           why="floors with // on float bytes and returns 26.0, a float, as the batch size",
+           caught_by="day09_max_batch_closed_form_tests"),
 ]

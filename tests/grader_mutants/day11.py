@@ -51,4 +51,11 @@ MUTANTS = [
                    "        scaler.step(optimizer)\n        scaler.update()\n",
            why="the backward pass, clipping and the step run inside the autocast block",
            caught_by="day11_amp_train_step_tests"),
+    Mutant(cell="day11_amp_train_step",
+           find="    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n",
+           replace="    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n"
+                   "    grad_norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])\n",
+           why="returns the norm of the clipped gradients (max_norm whenever the clip is active), not the norm before "
+               "clipping",
+           caught_by="day11_amp_train_step_tests"),
 ]
