@@ -58,6 +58,7 @@ MUTANTS = [
            caught_by="day18_evaluate_sharded_tests"),
     Mutant(cell="day18_fix_ddp_script",
            find="map_location=device)", replace="map_location=args.device)",
-           why="loads onto the --device argument: 'cpu' under the test, 'auto' (not a device) in every default run",
+           why="loads onto the --device argument: 'auto' (not a device) under the test on a CPU machine and in every "
+               "default run",
            caught_by="day18_fix_ddp_script_checkpoint_tests"),
 ]

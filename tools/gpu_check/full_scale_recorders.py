@@ -97,12 +97,15 @@ def conv_plans_label(model: str, image_px: int, batch_size: int, technique: str,
                      **knobs: Any) -> str:
     """What a run of ``technique`` with ``knobs`` gets from cuDNN's plan cache in this process: ``"-"`` (its own
     plans: autotuned if the flag is on, heuristic if not), ``"reused autotuned plans"`` or ``"reused heuristic
-    plans"``. Call it just before the run (``batch_size`` in images per optimizer step). The key is what cuDNN keys on: the shapes (model, image size,
-    micro-batch), the dtype, the layout and the effective TF32 flag (PyTorch's default allows TF32 in cuDNN)."""
+    plans"``. Call it just before the run (``batch_size`` in images per optimizer step). The key is what cuDNN keys
+    on: the shapes (model, image size, micro-batch), the dtype, the layout and the effective TF32 flag of
+    convolutions (PyTorch's default allows TF32 in cuDNN), read through ``tf32_in_use``, which never raises (the
+    legacy ``cudnn.allow_tf32`` getter raises in 2.14 once conv and RNN precisions differ)."""
     from utils.techniques import resolve_settings
+    from utils.tf32 import tf32_in_use
 
     s = resolve_settings(technique, device, **knobs)
-    tf32 = s.tf32 if s.tf32 is not None else bool(torch.backends.cudnn.allow_tf32)
+    tf32 = s.tf32 if s.tf32 is not None else tf32_in_use()["conv"]
     autotune = s.cudnn_benchmark if s.cudnn_benchmark is not None else bool(torch.backends.cudnn.benchmark)
     micro_batch = batch_size // s.accumulation_steps
     key = (model, image_px, micro_batch, s.amp, s.channels_last, tf32)
