@@ -114,4 +114,48 @@ def measure_compile_payoff(step, inputs, *, device, warmup: int = 3, repeats: in
         norm = out.norm(dim=1, keepdim=True)
         factor = torch.minimum(torch.ones_like(norm), self.limit / norm)
         return out * factor'''),
+    Alternative(cell="day24_compile_payoff",
+                why="its own timing loops (statistics.median) with synchronize imported under another name and used "
+                    "for every synchronisation, no time_fn",
+                source='''import statistics
+
+from utils.device import synchronize as sync
+
+
+def break_even_calls(first_call_s: float, eager_step_s: float, compiled_step_s: float) -> float:
+    if first_call_s <= eager_step_s:
+        return 1
+    gain = eager_step_s - compiled_step_s
+    if gain <= 0:
+        return math.inf
+    n = (first_call_s - compiled_step_s) / gain
+    return max(1, math.ceil(n - 1e-9))
+
+
+def _median_s(fn, device, warmup, repeats):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        sync(device)
+        start = time.perf_counter()
+        fn()
+        sync(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure_compile_payoff(step, inputs, *, device, warmup: int = 3, repeats: int = 10, **compile_kwargs) -> dict:
+    eager_s = _median_s(lambda: step(*inputs), device, warmup, repeats)
+    compiled = torch.compile(step, **compile_kwargs)
+    sync(device)
+    start = time.perf_counter()
+    compiled(*inputs)
+    sync(device)
+    first_s = time.perf_counter() - start
+    compiled_s = _median_s(lambda: compiled(*inputs), device, warmup, repeats)
+    return {"first_call_s": first_s, "eager_step_s": eager_s, "compiled_step_s": compiled_s,
+            "speedup": eager_s / compiled_s, "break_even": break_even_calls(first_s, eager_s, compiled_s),
+            "compiled": compiled}
+'''),
 ]

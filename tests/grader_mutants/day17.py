@@ -134,4 +134,10 @@ MUTANTS = [
            find="tensor.view(-1).tensor_split(world_size)", replace="tensor.reshape(-1).clone().tensor_split(world_size)",
            why="works on a copy: the sum never reaches the caller's tensor (not in place)",
            caught_by="day17_ring_all_reduce_tests"),
+    Mutant(cell="day17_average_gradients",
+           find="            grad.copy_(flat[offset:offset + grad.numel()].view_as(grad))\n",
+           replace="            grad.reshape(-1).copy_(flat[offset:offset + grad.numel()])\n",
+           why="copies the average back through reshape(-1): for a non-contiguous gradient (a channels_last "
+               "convolution's) reshape returns a copy, so the average never reaches that gradient",
+           caught_by="day17_average_gradients_tests"),
 ]

@@ -98,4 +98,14 @@ MUTANTS = [
            replace="            self.dataset[i]                   # probe first\n            return self.dataset[i]\n",
            why="fetches every sample twice (probe, then load)",
            caught_by="day27_skip_bad_samples_tests"),
+    Mutant(cell="day27_guarded_step",
+           find=("    if not bool(torch.isfinite(images).all()):\n"
+                 "        raise ValueError(\"non-finite values in the input batch\")\n"
+                 "    loss = nn.functional.cross_entropy(model(images), targets)\n"),
+           replace=("    loss = nn.functional.cross_entropy(model(images), targets)\n"
+                    "    if not bool(torch.isfinite(images).all()):\n"
+                    "        raise ValueError(\"non-finite values in the input batch\")\n"),
+           why="checks the input after the forward pass: in training mode BatchNorm has already taken the NaN into "
+               "its running statistics when the step raises",
+           caught_by="day27_guarded_step_tests"),
 ]
