@@ -47,4 +47,32 @@ def test_install_outside_ipython_changes_nothing(monkeypatch):
     shell = FakeShell()
     monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
     assert install_exercise_hints() is True
-    assert shell.registered[0] == (NameError, NotImplementedError)
+    assert {NameError, NotImplementedError} <= set(shell.registered[0])
+
+
+def test_an_exercise_unsolved_in_a_worker_process_is_named_too(monkeypatch, capsys):
+    import IPython
+
+    import utils.exercise_hints as hints
+    from utils.processes import DistributedRunError, RankOutcome
+
+    unsolved = DistributedRunError("2 of 2 ranks failed; rank 0: NotImplementedError", [
+        RankOutcome(0, error="Traceback (most recent call last):\n  ...\nNotImplementedError\n"), RankOutcome(1)])
+    assert "not solved yet" in hint_for(unsolved) and "worker process" in hint_for(unsolved)
+    other = DistributedRunError("1 of 2 ranks failed; rank 1: ValueError: x",
+                                [RankOutcome(0), RankOutcome(1, error="Traceback ...\nValueError: x\n")])
+    assert hint_for(other) is None and hint_for(RuntimeError("NotImplementedError")) is None
+    # importing utils.processes registered its error with the handler, in a shell installed before or after
+    shell = FakeShell()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    monkeypatch.setattr(hints, "_shell", None)
+    assert install_exercise_hints() and DistributedRunError in shell.registered[0]
+    # a worker error with another cause shows only its traceback: no hint, the figures left open
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.figure()
+    _handler(shell, DistributedRunError, other, None)
+    assert "[exercise]" not in capsys.readouterr().out and plt.get_fignums() and shell.shown == [DistributedRunError]
+    plt.close("all")

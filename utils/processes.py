@@ -44,6 +44,7 @@ import torch
 import torch.distributed as dist
 
 from .distributed import DEFAULT_TIMEOUT_S, cleanup, init_from_env
+from .exercise_hints import also_hint_for
 from .launch import LaunchResult, free_port
 
 START_METHODS = ("fork", "spawn")
@@ -70,6 +71,9 @@ class DistributedRunError(RuntimeError):
     def __init__(self, message: str, outcomes: list[RankOutcome]):
         super().__init__(message)
         self.outcomes = outcomes
+
+
+also_hint_for(DistributedRunError)   # a rank stopped at an unsolved exercise: the notebook says which, as in-process
 
 
 def _workers_use_cuda(device: str) -> bool:
