@@ -257,3 +257,19 @@ def test_format_version_is_checked(tmp_path):
     state["format_version"] = 99
     with pytest.raises(C.CheckpointError, match="format"):
         C.restore_training_state(state, model, optimizer)
+
+
+def test_the_mps_rng_state_is_saved_and_restored_where_mps_is_present(monkeypatch):
+    # On a Mac, dropout on the MPS device draws from the MPS generator: a resumed run needs it back.
+    restored = []
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(torch.mps, "get_rng_state", lambda: torch.arange(8, dtype=torch.uint8))
+    monkeypatch.setattr(torch.mps, "set_rng_state", lambda t: restored.append(t))
+    state = C.capture_rng_state()
+    assert torch.equal(state["mps"], torch.arange(8, dtype=torch.uint8))
+    C.restore_rng_state(state)
+    assert len(restored) == 1 and restored[0].dtype == torch.uint8 and torch.equal(restored[0], state["mps"])
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert "mps" not in C.capture_rng_state()
+    C.restore_rng_state(state)   # saved on a Mac, resumed elsewhere: the MPS state is left out
+    assert len(restored) == 1

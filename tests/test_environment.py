@@ -126,6 +126,9 @@ def test_hardware_label_names_the_device(monkeypatch):
     assert hardware_label("cpu").startswith(f"cpu ({torch.get_num_threads()} threads")
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: f"GPU number {i}")
     assert hardware_label("cuda:3") == f"cuda:3 GPU number 3, torch {torch.__version__}"
+    monkeypatch.setattr(torch.backends.mps, "get_name", lambda: "Apple M2 Pro")
+    monkeypatch.setattr(torch.backends.mps, "get_core_count", lambda: 19)
+    assert hardware_label("mps").startswith("mps Apple M2 Pro (19 GPU cores, ")
 
 
 # --------------------------------------------------------------------------------------------------- course

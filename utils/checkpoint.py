@@ -8,7 +8,7 @@
 - :func:`load_checkpoint` reads with ``torch.load(weights_only=True)``: a checkpoint is a pickle, and unpickling
   arbitrary objects can run arbitrary code, so only tensors and plain containers are rebuilt. Corrupt, unsafe or
   mismatched files become an error that says what is wrong.
-- :func:`capture_rng_state` / :func:`restore_rng_state` cover Python, NumPy and torch (CPU and CUDA) generators,
+- :func:`capture_rng_state` / :func:`restore_rng_state` cover Python, NumPy and torch (CPU, CUDA, MPS) generators,
   stored as plain lists, numbers and CPU ByteTensors so that ``weights_only=True`` can load them; they are restored
   from CPU tensors whatever ``map_location`` the checkpoint was loaded with.
 - :class:`ResumableSampler` shuffles per epoch from a seed and can skip the samples already consumed, so a resumed
@@ -150,8 +150,9 @@ def load_model_state(model: nn.Module, state_dict: dict[str, torch.Tensor], sour
 
 
 def capture_rng_state() -> dict[str, Any]:
-    """Every random generator's state: Python, NumPy, torch CPU and (if present) every CUDA device, as plain lists,
-    numbers and CPU ByteTensors (what ``torch.load(weights_only=True)`` accepts)."""
+    """Every random generator's state: Python, NumPy, torch CPU, (if present) every CUDA device and Apple's MPS
+    device (dropout on a Mac draws from it), as plain lists, numbers and CPU ByteTensors (what
+    ``torch.load(weights_only=True)`` accepts)."""
     version, internal, gauss_next = random.getstate()
     numpy_state = np.random.get_state(legacy=False)
     state: dict[str, Any] = {
@@ -163,6 +164,8 @@ def capture_rng_state() -> dict[str, Any]:
     }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
+    if torch.backends.mps.is_available():
+        state["mps"] = torch.mps.get_rng_state()
     return state
 
 
@@ -173,7 +176,7 @@ def _cpu_bytes(t: torch.Tensor) -> torch.Tensor:
 
 def restore_rng_state(state: dict[str, Any]) -> None:
     """Put back what :func:`capture_rng_state` returned, from CPU copies of the torch states. CUDA states are restored
-    on the devices present (the first ``min(saved, visible)`` of them)."""
+    on the devices present (the first ``min(saved, visible)`` of them), the MPS state where MPS is present."""
     version, internal, gauss_next = state["python"]
     random.setstate((version, tuple(internal), gauss_next))
     np_state = state["numpy"]
@@ -183,6 +186,8 @@ def restore_rng_state(state: dict[str, Any]) -> None:
     if "cuda" in state and torch.cuda.is_available():
         for index, cuda_state in enumerate(state["cuda"][:torch.cuda.device_count()]):
             torch.cuda.set_rng_state(_cpu_bytes(cuda_state), index)
+    if "mps" in state and torch.backends.mps.is_available():
+        torch.mps.set_rng_state(_cpu_bytes(state["mps"]))
 
 
 class ResumableSampler(Sampler[int]):

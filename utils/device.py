@@ -48,8 +48,9 @@ def pick_device(preference: str | torch.device = "auto") -> torch.device:
     if dev.type == "mps":
         if not mps_available():
             raise DeviceUnavailableError(
-                "MPS (Apple GPU) was asked for, but it is not available here: it needs macOS 12.3+ on Apple "
-                "silicon and an arm64 build of torch. Use DEVICE='auto' to fall back to the CPU."
+                "MPS (Apple GPU) was asked for, but it is not available here: it needs macOS 14 (Sonoma) or "
+                "newer on Apple silicon (PyTorch 2.9 and later) and an arm64 build of torch. Use DEVICE='auto' to "
+                "fall back to the CPU."
             )
         return dev
     raise ValueError(f"Device type {dev.type!r} is not supported by the course: use 'auto', 'cpu', 'cuda' or 'mps'.")

@@ -200,6 +200,11 @@ def hardware_label(device: torch.device | str | None = None) -> str:
         name = f"cuda:{idx} {torch.cuda.get_device_name(idx)}"
     elif dev.type == "mps":
         name = f"mps ({platform.machine()})"
+        try:   # the chip and its GPU cores: an M1 and an M4 Max are both "mps"
+            name = (f"mps {torch.backends.mps.get_name()} ({torch.backends.mps.get_core_count()} GPU cores, "
+                    f"{platform.machine()})")
+        except (AttributeError, RuntimeError):
+            pass
     else:
         name = f"cpu ({torch.get_num_threads()} threads, {(platform.machine() + ' ' + platform.processor()).strip()})"
     return f"{name}, torch {torch.__version__}"

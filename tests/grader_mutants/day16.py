@@ -35,7 +35,7 @@ MUTANTS = [
            why="returns the norm after clipping, which hides the spikes it should log",
            caught_by="day16_clip_by_total_norm_tests"),
     Mutant(cell="day16_clip_by_total_norm",
-           find="    norms = torch.stack([torch.linalg.vector_norm(g.detach(), dtype=torch.float64) for g in grads])\n"
+           find="    norms = torch.stack([torch.linalg.vector_norm(g.detach(), dtype=torch.float32) for g in grads])\n"
                 "    total = float(torch.linalg.vector_norm(norms))   # the one host sync\n",
            replace="    total = math.sqrt(sum(float(g.detach().double().pow(2).sum()) for g in grads))\n",
            why="reads each tensor's sum of squares on the host: right norm, one host sync per tensor",
@@ -49,8 +49,8 @@ MUTANTS = [
            why="keeps the norm as a tensor but compares it in an `if`: a second host sync besides the returned float",
            caught_by="day16_clip_by_total_norm_tests"),
     Mutant(cell="day16_clip_by_total_norm",
-           find="torch.stack([torch.linalg.vector_norm(g.detach(), dtype=torch.float64) for g in grads])",
-           replace="torch.tensor([torch.linalg.vector_norm(g.detach(), dtype=torch.float64).item() for g in grads])",
+           find="torch.stack([torch.linalg.vector_norm(g.detach(), dtype=torch.float32) for g in grads])",
+           replace="torch.tensor([torch.linalg.vector_norm(g.detach(), dtype=torch.float32).item() for g in grads])",
            why="collects the per-tensor norms with .item() into a new tensor: one host sync per tensor",
            caught_by="day16_clip_by_total_norm_tests"),
     Mutant(cell="day16_lars_scale",
