@@ -699,3 +699,25 @@ def test_a_worker_may_start_dataloader_workers():
         return [int(b.sum()) for b in DataLoader(list(range(8)), batch_size=4, num_workers=1)]
 
     assert run_processes(batch_sums, 1, timeout_s=60, start_method="fork") == [[6, 22]]
+
+
+@pytest.mark.slow
+def test_a_port_taken_before_rank_0_binds_it_is_replaced(monkeypatch):
+    # free_port() releases the port it found; another process can take it before rank 0's store binds it. A correct
+    # answer must not lose its marks to that: the ranks are stopped at once and start again on a new port.
+    import socket
+
+    import utils.processes as P
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    ports = iter([taken.getsockname()[1]])
+    real = P.free_port
+    monkeypatch.setattr(P, "free_port", lambda: next(ports, None) or real())
+    start = time.monotonic()
+    try:
+        assert run_processes(lambda r, w: r, 2, timeout_s=30, collective_timeout_s=5) == [0, 1]
+    finally:
+        taken.close()
+    assert time.monotonic() - start < 15, "the ranks waiting on the missing store were stopped, not waited for"

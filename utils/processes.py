@@ -186,10 +186,23 @@ def _preimport() -> None:
             pass
 
 
+# Rank 0's store could not listen on MASTER_PORT: between free_port() and the bind, another process (another
+# job's gloo listener, a hub, any bind to port 0) took the port. torch's own launcher retries on this message.
+_PORT_TAKEN = "address already in use"
+
+
+def _port_taken(outcome: RankOutcome) -> bool:
+    """Whether rank 0 failed because its port was taken (then ``run_processes`` starts again on a new one)."""
+    return outcome.rank == 0 and bool(outcome.error) and _PORT_TAKEN in outcome.error.lower()
+
+
 def _collect(pipes: list, procs: list, timeout_s: float, stderr_files: list[Path | None]) -> list[RankOutcome]:
     deadline = time.monotonic() + timeout_s
     outcomes: list[RankOutcome] = []
     for rank, (recv, p) in enumerate(zip(pipes, procs)):
+        if outcomes and _port_taken(outcomes[0]):   # the others wait on a store that is not there: stop them now
+            outcomes.append(RankOutcome(rank, error=f"rank {rank} stopped: rank 0 could not bind MASTER_PORT"))
+            continue
         outcome = None
         if recv.poll(max(0.0, deadline - time.monotonic())):
             try:
@@ -207,6 +220,8 @@ def _collect(pipes: list, procs: list, timeout_s: float, stderr_files: list[Path
             outcome = RankOutcome(rank, error=f"rank {rank} {why}")
         outcomes.append(outcome)
     for p in procs:  # every rank has reported (or was given up on): a short grace period to exit, then kill
+        if _port_taken(outcomes[0]):
+            p.kill()     # nothing to wait for: every rank is stopped, the caller starts again on a new port
         p.join(timeout=min(3.0, max(0.1, deadline - time.monotonic())))
         if p.is_alive():
             p.kill()
@@ -234,7 +249,9 @@ def run_processes(fn: Callable[..., Any], world_size: int = 2, args: Sequence[An
     """Start ``world_size`` workers, run ``fn(rank, world_size, *args, **kwargs)`` in each inside a process group,
     and return the values in rank order. The workers are not daemonic, so they may start processes of their own
     (DataLoader workers); a worker still running when this call ends (past ``timeout_s``, after an error, or on
-    ``KeyboardInterrupt`` when you stop the cell) is killed.
+    ``KeyboardInterrupt`` when you stop the cell) is killed. If another process took the free port this call found
+    before rank 0's store bound it, the ranks are stopped at once and started again on a new port (up to 3 starts),
+    so ``fn`` may run more than once in that rare case.
 
     Args:
         fn: the worker function. Its return value must be picklable; return CPU tensors.
@@ -268,8 +285,29 @@ def run_processes(fn: Callable[..., Any], world_size: int = 2, args: Sequence[An
     else:
         job = _pack_for_spawn(fn, tuple(args), dict(kwargs or {}))
     ctx = mp.get_context(method)
-    port = free_port()
     coll_timeout = collective_timeout_s if collective_timeout_s is not None else max(1.0, timeout_s / 2)
+    for _attempt in range(3):             # a new port when another process took the last one (_PORT_TAKEN)
+        outcomes = _launch(ctx, job, world_size, free_port(), backend, device, coll_timeout, threads_per_process,
+                           env, timeout_s, keep_stderr)
+        if not _port_taken(outcomes[0]):
+            break
+    if not raise_on_error:
+        return outcomes
+    failed = [o for o in outcomes if not o.ok]
+    if failed:
+        first = failed[0].error or ""
+        noise = failed[0].stderr.strip().splitlines()[-5:]
+        raise DistributedRunError(f"{len(failed)} of {world_size} ranks failed; rank {failed[0].rank}: "
+                                  + first.strip().splitlines()[-1]
+                                  + ("\nits last standard-error lines:\n" + "\n".join(noise) if noise else ""),
+                                  outcomes)
+    return [o.value for o in outcomes]
+
+
+def _launch(ctx: Any, job: Any, world_size: int, port: int, backend: str | None, device: str, coll_timeout: float,
+            threads_per_process: int | None, env: dict[str, str] | None, timeout_s: float,
+            keep_stderr: bool) -> list[RankOutcome]:
+    # One start of the ranks on ``port``: their outcomes, in rank order.
     stderr_dir = Path(tempfile.mkdtemp(prefix="rank_stderr_")) if keep_stderr else None
     stderr_files = [stderr_dir / f"rank{r}.log" if stderr_dir else None for r in range(world_size)]
     pipes, procs = [], []
@@ -298,17 +336,7 @@ def run_processes(fn: Callable[..., Any], world_size: int = 2, args: Sequence[An
             recv.close()
         if stderr_dir is not None:
             shutil.rmtree(stderr_dir, ignore_errors=True)
-    if not raise_on_error:
-        return outcomes
-    failed = [o for o in outcomes if not o.ok]
-    if failed:
-        first = failed[0].error or ""
-        noise = failed[0].stderr.strip().splitlines()[-5:]
-        raise DistributedRunError(f"{len(failed)} of {world_size} ranks failed; rank {failed[0].rank}: "
-                                  + first.strip().splitlines()[-1]
-                                  + ("\nits last standard-error lines:\n" + "\n".join(noise) if noise else ""),
-                                  outcomes)
-    return [o.value for o in outcomes]
+    return outcomes
 
 
 def _script_worker(rank: int, world_size: int, script: str, args: list[str], env: dict[str, str],
