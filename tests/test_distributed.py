@@ -721,3 +721,49 @@ def test_a_port_taken_before_rank_0_binds_it_is_replaced(monkeypatch):
     finally:
         taken.close()
     assert time.monotonic() - start < 15, "the ranks waiting on the missing store were stopped, not waited for"
+
+
+RANK_SCRIPT = """
+import torch.distributed as dist
+dist.init_process_group("gloo")
+dist.barrier()
+print(dist.get_rank())
+dist.destroy_process_group()
+"""
+
+
+def _taken_port_first(monkeypatch, module):
+    """Make ``module.free_port`` return a port another socket is listening on, then real free ports; returns the
+    socket (to close) and the list of ports handed out."""
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    handed: list[int] = []
+    real = module.free_port
+
+    def port() -> int:
+        handed.append(taken.getsockname()[1] if not handed else real())
+        return handed[-1]
+
+    monkeypatch.setattr(module, "free_port", port)
+    return taken, handed
+
+
+@pytest.mark.slow
+def test_run_script_ranks_starts_again_when_its_port_was_taken(monkeypatch, tmp_path):
+    # The same race as run_processes': rank 1 would wait for rank 0's store until timeout_s, so a correct job would
+    # time out. The ranks are stopped as soon as rank 0 reports the taken port, and start again on a new one.
+    import utils.launch as L
+
+    script = tmp_path / "ranks.py"
+    script.write_text(RANK_SCRIPT)
+    taken, handed = _taken_port_first(monkeypatch, L)
+    try:
+        res = run_script_ranks(script, 2, timeout_s=120)
+    finally:
+        taken.close()
+    assert len(handed) == 2, f"expected one retry on a new port, got ports {handed}"
+    assert res.ok, res.rank_stderr
+    assert [res.rank_stdout[r].split()[-1] for r in (0, 1)] == ["0", "1"]

@@ -168,3 +168,39 @@ def test_forked_agents_run_the_same_restart(tmp_path):
     assert any("restart_count=1" in m for _, m in agent_decisions(lost[0].stderr))
     got, want = _weights(out), _reference(tmp_path / "reference")
     assert all(torch.equal(got[k], want[k]) for k in want)
+
+
+def _print_rank() -> None:
+    import os
+    print("rank", os.environ["RANK"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["forked agents", "torchrun command"])
+def test_a_rendezvous_port_taken_before_node_0_binds_it_is_replaced(monkeypatch, tmp_path, launcher):
+    # free_port() releases the port; if another process takes it first, node 0's agent cannot host the store and
+    # the other agent would wait for it until timeout_s. The agents are stopped at once and start on a new port.
+    import socket
+
+    import utils.launch as L
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    handed: list[int] = []
+    real = L.free_port
+    monkeypatch.setattr(L, "free_port", lambda: handed.append(real() if handed else taken.getsockname()[1])
+                        or handed[-1])
+    script = tmp_path / "print_rank.py"
+    script.write_text("import os\nprint('rank', os.environ['RANK'])\n")
+    try:
+        if launcher == "forked agents":
+            job = run_elastic_nodes(_print_rank, nnodes=2, timeout_s=120, log_dir=tmp_path / "logs")
+        else:
+            job = run_torchrun_nodes(script, nnodes=2, timeout_s=120, log_dir=tmp_path / "logs")
+    finally:
+        taken.close()
+    assert len(handed) == 2, f"expected one retry on a new port, got ports {handed}"
+    assert not job.timed_out and all(node.returncode == 0 for node in job.nodes), job.nodes[0].stderr
+    ranks = sorted(line for node in job.nodes for out in node.rank_stdout.values() for line in out.splitlines())
+    assert ranks == ["rank 0", "rank 1"]

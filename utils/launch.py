@@ -49,6 +49,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# free_port() releases the port it found, and another process (another job's store, a hub, any bind to port 0) can
+# take it before the job's rendezvous host binds it. The host then fails with this message (torch's own launcher
+# retries on it), and the launchers here start the job again on a new port, at most PORT_ATTEMPTS times.
+PORT_TAKEN_MESSAGE = "address already in use"
+PORT_ATTEMPTS = 3
+
+
+def port_was_taken(text: str) -> bool:
+    """Whether a process's output says it could not bind its port because another process holds it."""
+    return PORT_TAKEN_MESSAGE in text.lower()
+
+
 @dataclass
 class LaunchResult:
     """What a launched job left behind. ``seconds`` is wall-clock time including process start-up.
@@ -142,17 +154,23 @@ def _terminate(procs: Sequence[subprocess.Popen], grace_s: float = TERMINATE_GRA
             pass
 
 
-def _wait_or_terminate(procs: Sequence[subprocess.Popen], timeout_s: float) -> bool:
-    """Wait for every process until ``timeout_s`` seconds from now; past it, :func:`_terminate` them all. True when
-    the time ran out."""
+def _wait_or_terminate(procs: Sequence[subprocess.Popen], timeout_s: float, host_log: Path | None = None) -> str:
+    """Wait for every process until ``timeout_s`` seconds from now. Returns ``"done"``; ``"timed_out"`` after
+    :func:`_terminate` stopped them all; or ``"port_taken"`` as soon as the first process (the rendezvous host)
+    failed and ``host_log`` says its port was taken: the others would wait for a store that is not there, so they
+    are stopped at once and the caller starts again on a new port."""
     deadline = time.monotonic() + timeout_s
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
+    while True:
+        host_code = procs[0].poll()
+        if host_log is not None and host_code not in (None, 0) and port_was_taken(_read(host_log)):
+            _terminate(procs, grace_s=0.0)
+            return "port_taken"
+        if all(p.poll() is not None for p in procs):
+            return "done"
+        if time.monotonic() >= deadline:
             _terminate(procs)
-            return True
-    return False
+            return "timed_out"
+        time.sleep(0.05)
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
@@ -285,18 +303,24 @@ def run_script_ranks(script: str | os.PathLike, world_size: int = 2, args: Seque
     keep = log_dir is not None
     logs = Path(log_dir).resolve() if keep else Path(tempfile.mkdtemp(prefix="rank_logs_"))
     base = _job_env(env, threads_per_process)
-    base.update({"WORLD_SIZE": str(world_size), "LOCAL_WORLD_SIZE": str(world_size),
-                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
+    base.update({"WORLD_SIZE": str(world_size), "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1"})
     cmd = [sys.executable, str(script), *map(str, args)]
     start = time.perf_counter()
-    procs = []
-    for rank in range(world_size):
-        folder = logs / str(rank)
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / "stdout.log", "w") as out, open(folder / "stderr.log", "w") as err, capture_stderr():
-            procs.append(subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd, start_new_session=True,
-                                          env={**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}))
-    timed_out = _wait_or_terminate(procs, timeout_s)
+    for _attempt in range(PORT_ATTEMPTS):
+        base["MASTER_PORT"] = str(free_port())
+        procs = []
+        for rank in range(world_size):
+            folder = logs / str(rank)
+            folder.mkdir(parents=True, exist_ok=True)
+            with open(folder / "stdout.log", "w") as out, open(folder / "stderr.log", "w") as err, \
+                    capture_stderr():
+                procs.append(subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd, start_new_session=True,
+                                              env={**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}))
+        waited = _wait_or_terminate(procs, max(0.0, timeout_s - (time.perf_counter() - start)),
+                                    host_log=logs / "0" / "stderr.log")
+        if waited != "port_taken":
+            break
+    timed_out = waited == "timed_out"
     seconds = time.perf_counter() - start
     codes = [p.returncode for p in procs]
     returncode = None if timed_out else next((c for c in codes if c != 0), 0)
@@ -396,23 +420,30 @@ def run_torchrun_nodes(script: str | os.PathLike, nnodes: int = 2, nproc_per_nod
     """
     keep = log_dir is not None
     logs = Path(log_dir).resolve() if keep else Path(tempfile.mkdtemp(prefix="torchrun_nodes_"))
-    endpoint, run_id = f"127.0.0.1:{free_port()}", f"course-{uuid.uuid4().hex[:8]}"
     job_env = _job_env(env, threads_per_process)
     start = time.perf_counter()
-    procs, cmds = [], []
-    for node in range(nnodes):
-        folder = logs / f"node{node}"
-        folder.mkdir(parents=True, exist_ok=True)
-        cmd = torchrun_node_command(str(script), nnodes, nproc_per_node, args, endpoint=endpoint, run_id=run_id,
-                                    max_restarts=max_restarts, hosts_store=node == 0, module=module,
-                                    extra=[f"--log-dir={folder / 'workers'}", "--redirects=3",
-                                           "--local-addr=127.0.0.1"])
-        with open(folder / "agent_stdout.log", "w") as out, open(folder / "agent_stderr.log", "w") as err, \
-                capture_stderr():
-            procs.append(subprocess.Popen(cmd, stdout=out, stderr=err, env=job_env, cwd=cwd,
-                                          start_new_session=True))
-        cmds.append(cmd)
-    timed_out = _wait_or_terminate(procs, timeout_s)
+    for _attempt in range(PORT_ATTEMPTS):
+        endpoint, run_id = f"127.0.0.1:{free_port()}", f"course-{uuid.uuid4().hex[:8]}"
+        procs, cmds = [], []
+        for node in range(nnodes):
+            folder = logs / f"node{node}"
+            if _attempt:
+                shutil.rmtree(folder, ignore_errors=True)    # the failed attempt's workers' logs (another run id)
+            folder.mkdir(parents=True, exist_ok=True)
+            cmd = torchrun_node_command(str(script), nnodes, nproc_per_node, args, endpoint=endpoint,
+                                        run_id=run_id, max_restarts=max_restarts, hosts_store=node == 0,
+                                        module=module, extra=[f"--log-dir={folder / 'workers'}", "--redirects=3",
+                                                              "--local-addr=127.0.0.1"])
+            with open(folder / "agent_stdout.log", "w") as out, open(folder / "agent_stderr.log", "w") as err, \
+                    capture_stderr():
+                procs.append(subprocess.Popen(cmd, stdout=out, stderr=err, env=job_env, cwd=cwd,
+                                              start_new_session=True))
+            cmds.append(cmd)
+        waited = _wait_or_terminate(procs, max(0.0, timeout_s - (time.perf_counter() - start)),
+                                    host_log=logs / "node0" / "agent_stderr.log")
+        if waited != "port_taken":
+            break
+    timed_out = waited == "timed_out"
     seconds = time.perf_counter() - start
     nodes, attempts = [], []
     for node, (p, cmd) in enumerate(zip(procs, cmds)):
@@ -466,9 +497,48 @@ def _agent_main(config, fn, args: tuple, log_path: str, env: dict[str, str], thr
     try:
         elastic_launch(config, fn)(*args)
     except Exception as err:                      # ChildFailedError: the workers failed more often than allowed
-        print(f"E {type(err).__name__}: {str(err)[:2000]}", file=sys.stderr, flush=True)
+        cause = err.__cause__                     # e.g. a RendezvousConnectionError's "address already in use"
+        because = f" (caused by {type(cause).__name__}: {str(cause)[:1000]})" if cause is not None else ""
+        print(f"E {type(err).__name__}: {str(err)[:2000]}{because}", file=sys.stderr, flush=True)
         sys.exit(1)
     sys.exit(0)
+
+
+def _kill_agents(procs: Sequence) -> None:
+    """SIGKILL forked agents and every process below them (their workers)."""
+    family = []
+    for p in procs:
+        try:
+            family += psutil.Process(p.pid).children(recursive=True)
+        except psutil.Error:
+            pass
+        p.kill()
+    for child in family:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(family, timeout=5)
+    for p in procs:
+        p.join(timeout=5)
+
+
+def _wait_for_agents(procs: Sequence, timeout_s: float, host_log: Path) -> str:
+    """:func:`_wait_or_terminate` for forked agents (``multiprocessing`` processes): ``"done"``, ``"timed_out"`` or
+    ``"port_taken"``; the agents and their workers are killed in the last two cases."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if procs[0].exitcode not in (None, 0) and port_was_taken(_read(host_log)):
+            _kill_agents(procs)
+            return "port_taken"
+        if all(p.exitcode is not None for p in procs):
+            for p in procs:
+                p.join()
+            return "done"
+        if time.monotonic() >= deadline:
+            _kill_agents(procs)
+            return "timed_out"
+        time.sleep(0.05)
 
 
 def run_elastic_nodes(fn, args: Sequence = (), *, nnodes: int = 2, nproc_per_node: int = 1, max_restarts: int = 0,
@@ -494,45 +564,33 @@ def run_elastic_nodes(fn, args: Sequence = (), *, nnodes: int = 2, nproc_per_nod
                            "command in fresh processes")
     keep = log_dir is not None
     logs = Path(log_dir).resolve() if keep else Path(tempfile.mkdtemp(prefix="elastic_nodes_"))
-    endpoint, run_id = f"127.0.0.1:{free_port()}", f"course-{uuid.uuid4().hex[:8]}"
     agent_env = {k: v for k, v in _job_env(env, threads_per_process).items() if k in (env or {}) or
                  k in ("OMP_NUM_THREADS", "PYTHONPATH")}
     ctx = mp.get_context("fork")
     start = time.perf_counter()
-    procs = []
-    for node in range(nnodes):
-        folder = logs / f"node{node}"
-        folder.mkdir(parents=True, exist_ok=True)
-        config = LaunchConfig(min_nodes=nnodes, max_nodes=nnodes, nproc_per_node=nproc_per_node, run_id=run_id,
-                              rdzv_backend="c10d", rdzv_endpoint=endpoint,
-                              rdzv_configs={"is_host": "1" if node == 0 else "0", "timeout": 900},
-                              max_restarts=max_restarts, start_method="fork", local_addr="127.0.0.1",
-                              logs_specs=DefaultLogsSpecs(log_dir=str(folder / "workers"), redirects=Std.ALL))
-        with capture_stderr():
-            p = ctx.Process(target=_agent_main, args=(config, fn, tuple(args), str(folder / "agent_stderr.log"),
-                                                      agent_env, threads_per_process), daemon=False)
-            p.start()
-        procs.append(p)
-    deadline = time.monotonic() + timeout_s
-    for p in procs:
-        p.join(timeout=max(0.0, deadline - time.monotonic()))
-    timed_out = any(p.is_alive() for p in procs)
-    if timed_out:
-        family = []
-        for p in procs:
-            try:
-                family += psutil.Process(p.pid).children(recursive=True)
-            except psutil.Error:
-                pass
-            p.kill()
-        for child in family:
-            try:
-                child.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(family, timeout=5)
-        for p in procs:
-            p.join(timeout=5)
+    for _attempt in range(PORT_ATTEMPTS):
+        endpoint, run_id = f"127.0.0.1:{free_port()}", f"course-{uuid.uuid4().hex[:8]}"
+        procs = []
+        for node in range(nnodes):
+            folder = logs / f"node{node}"
+            if _attempt:
+                shutil.rmtree(folder, ignore_errors=True)    # the failed attempt's logs (another run id)
+            folder.mkdir(parents=True, exist_ok=True)
+            config = LaunchConfig(min_nodes=nnodes, max_nodes=nnodes, nproc_per_node=nproc_per_node, run_id=run_id,
+                                  rdzv_backend="c10d", rdzv_endpoint=endpoint,
+                                  rdzv_configs={"is_host": "1" if node == 0 else "0", "timeout": 900},
+                                  max_restarts=max_restarts, start_method="fork", local_addr="127.0.0.1",
+                                  logs_specs=DefaultLogsSpecs(log_dir=str(folder / "workers"), redirects=Std.ALL))
+            with capture_stderr():
+                p = ctx.Process(target=_agent_main, args=(config, fn, tuple(args), str(folder / "agent_stderr.log"),
+                                                          agent_env, threads_per_process), daemon=False)
+                p.start()
+            procs.append(p)
+        waited = _wait_for_agents(procs, max(0.0, timeout_s - (time.perf_counter() - start)),
+                                  logs / "node0" / "agent_stderr.log")
+        if waited != "port_taken":
+            break
+    timed_out = waited == "timed_out"
     seconds = time.perf_counter() - start
     command = torchrun_node_command(f"{fn.__module__}.{fn.__qualname__}", nnodes, nproc_per_node, [],
                                     endpoint=endpoint, run_id=run_id, max_restarts=max_restarts)

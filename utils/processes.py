@@ -45,7 +45,7 @@ import torch.distributed as dist
 
 from .distributed import DEFAULT_TIMEOUT_S, cleanup, init_from_env
 from .exercise_hints import also_hint_for
-from .launch import LaunchResult, free_port
+from .launch import PORT_ATTEMPTS, LaunchResult, free_port, port_was_taken
 
 START_METHODS = ("fork", "spawn")
 
@@ -186,14 +186,10 @@ def _preimport() -> None:
             pass
 
 
-# Rank 0's store could not listen on MASTER_PORT: between free_port() and the bind, another process (another
-# job's gloo listener, a hub, any bind to port 0) took the port. torch's own launcher retries on this message.
-_PORT_TAKEN = "address already in use"
-
-
 def _port_taken(outcome: RankOutcome) -> bool:
-    """Whether rank 0 failed because its port was taken (then ``run_processes`` starts again on a new one)."""
-    return outcome.rank == 0 and bool(outcome.error) and _PORT_TAKEN in outcome.error.lower()
+    """Whether rank 0's store could not listen on MASTER_PORT because another process took the port between
+    ``free_port()`` and the bind (then ``run_processes`` starts again on a new one)."""
+    return outcome.rank == 0 and bool(outcome.error) and port_was_taken(outcome.error)
 
 
 def _collect(pipes: list, procs: list, timeout_s: float, stderr_files: list[Path | None]) -> list[RankOutcome]:
@@ -286,7 +282,7 @@ def run_processes(fn: Callable[..., Any], world_size: int = 2, args: Sequence[An
         job = _pack_for_spawn(fn, tuple(args), dict(kwargs or {}))
     ctx = mp.get_context(method)
     coll_timeout = collective_timeout_s if collective_timeout_s is not None else max(1.0, timeout_s / 2)
-    for _attempt in range(3):             # a new port when another process took the last one (_PORT_TAKEN)
+    for _attempt in range(PORT_ATTEMPTS):  # a new port when another process took the last one
         outcomes = _launch(ctx, job, world_size, free_port(), backend, device, coll_timeout, threads_per_process,
                            env, timeout_s, keep_stderr)
         if not _port_taken(outcomes[0]):
