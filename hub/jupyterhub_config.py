@@ -77,6 +77,8 @@ c.JupyterHub.shutdown_on_logout = True
 # Paths as the user's server sees them (inside the container in docker mode).
 CONFIG_DIR = "/etc/jupyter/course-hub" if SPAWNER == "docker" else str(HERE / "jupyter")
 EXCHANGE = "/srv/nbgrader/exchange" if SPAWNER == "docker" else str(DATA / "exchange")
+# Datasets (utils.datasets reads BOOTCAMP_DATA): one copy for the class, which the instructor downloads once.
+DATASETS = "/srv/bootcamp-data" if SPAWNER == "docker" else str(DATA / "data")
 
 
 def role(spawner) -> str:
@@ -99,6 +101,7 @@ def course_environment(spawner, home: str) -> dict:
     return env | {
         "COURSE_ROLE": who,
         "NBGRADER_EXCHANGE": EXCHANGE,
+        "BOOTCAMP_DATA": DATASETS,
         "COURSE_DAYS_DIR": f"{course_dir}/days",
         # the role's settings (nbgrader panels) first, then the class-wide nbgrader config, then the course's own
         # learner settings (.jupyter: opens days/day01, no news prompt)
@@ -118,6 +121,9 @@ if SPAWNER == "docker":
         # nbgrader's exchange, shared by every server. hub/Dockerfile creates the folder writable by all, and Docker
         # copies those permissions into the volume when it is first created.
         "gpu-bootcamp-exchange": EXCHANGE,
+        # The datasets, shared by every server the same way: without it each server downloads Imagenette into a
+        # container that is removed when the server stops.
+        "gpu-bootcamp-data": DATASETS,
     }
     # The containers reach the hub on the Docker bridge; the proxy reaches them on 127.0.0.1 (published ports).
     c.JupyterHub.hub_ip = os.environ.get("COURSE_HUB_BRIDGE_IP", "172.17.0.1")
@@ -156,10 +162,10 @@ else:
             course.mkdir(parents=True, exist_ok=True)
             shutil.copytree(REPO / "days", course / "days", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
             shutil.copytree(REPO / ".jupyter", course / ".jupyter")
-        exchange = Path(EXCHANGE)
-        if not exchange.exists():
-            exchange.mkdir(parents=True)
-            exchange.chmod(0o777)
+        for shared in (Path(EXCHANGE), Path(DATASETS)):
+            if not shared.exists():
+                shared.mkdir(parents=True)
+                shared.chmod(0o777)
         set_server_root(spawner, spawner.home_dir)
         # a new dict: the configured one is shared by every spawner
         spawner.environment = {**spawner.environment, **course_environment(spawner, spawner.home_dir)}

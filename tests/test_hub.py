@@ -6,6 +6,7 @@ The production settings (DockerSpawner, limits, GPUs) are checked against docker
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -70,8 +71,17 @@ def test_production_config_gives_each_user_a_limited_gpu_container(tmp_path: Pat
     volumes = c.DockerSpawner.volumes
     assert volumes["gpu-bootcamp-exchange"] == "/srv/nbgrader/exchange"
     assert volumes["gpu-bootcamp-{username}-days"] == "/home/learner/course/days"
+    # one copy of the datasets for the class, where utils.datasets looks (not in a container removed at logout)
+    assert volumes["gpu-bootcamp-data"] == "/srv/bootcamp-data"
+    from types import SimpleNamespace
+
+    from utils.datasets import DATA_ENV_VAR
+    student = SimpleNamespace(user=SimpleNamespace(name="alice"), environment={}, volumes=dict(volumes))
+    asyncio.run(c.Spawner.pre_spawn_hook(student))
+    assert student.environment[DATA_ENV_VAR] == "/srv/bootcamp-data"
     dockerfile = (HUB / "Dockerfile").read_text()
     assert "/etc/jupyter/course-hub" in dockerfile and "/srv/nbgrader/exchange" in dockerfile
+    assert "chmod 0777 /srv/nbgrader/exchange /srv/bootcamp-data" in dockerfile
     # the instructor's server grades in the same image: the instructor package is in it, installed (editable) after
     # it is copied, and the learner image's unkept workspace/ is gone (a student works in the kept days/)
     copy_instructor = dockerfile.index("COPY --chown=learner:learner instructor ")
