@@ -306,3 +306,11 @@ def test_compute_mean_std_matches_numpy():
     ref = imgs.permute(1, 0, 2, 3).reshape(3, -1)
     assert np.allclose(mean, ref.mean(1).numpy(), atol=1e-6)
     assert np.allclose(std, ref.std(1, unbiased=False).numpy(), atol=1e-5)
+
+
+def test_compute_mean_std_counts_the_images_channels_and_refuses_no_samples():
+    gray = torch.rand(6, 1, 4, 4)
+    mean, std = D.compute_mean_std(torch.utils.data.TensorDataset(gray, torch.zeros(6, dtype=torch.long)))
+    assert len(mean) == len(std) == 1 and abs(mean[0] - gray.mean().item()) < 1e-6
+    with pytest.raises(ValueError, match="max_samples"):
+        D.compute_mean_std(torch.utils.data.TensorDataset(gray, torch.zeros(6, dtype=torch.long)), max_samples=0)

@@ -58,6 +58,12 @@ def test_cuda_index_counts_only_visible_gpus(fake_gpus, monkeypatch):
     assert pick_device("cuda:1") == torch.device("cuda", 1)
     with pytest.raises(DeviceUnavailableError, match=r"only 2 GPU.*cuda:0\.\.cuda:1"):
         pick_device("cuda:4")                                   # physical id 4 is visible as cuda:0
+    assert pick_device(1) == torch.device("cuda", 1)           # an index means a GPU, as in torch.device(1)
+    fake_gpus(0)
+    with pytest.raises(DeviceUnavailableError):
+        pick_device(0)                                          # not "no preference": GPU 0 is not there
+    with pytest.raises(TypeError, match="GPU index"):
+        pick_device(0.5)
 
 
 def test_mps_and_unknown_devices(monkeypatch):

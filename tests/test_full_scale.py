@@ -159,6 +159,8 @@ def test_minutes_mode_plans_the_steps_after_the_warm_up(toy_data):
     assert r.optimizer_steps == 4 and r.accuracy is None     # the budget was spent during the warm-up
     with pytest.raises(ValueError, match="steps .* or minutes > 0"):
         FS.full_scale_run("baseline", minutes=None, data=toy_data, **TOY)
+    with pytest.raises(ValueError, match="warmup_steps must be >= 1"):   # before, a ZeroDivisionError at step 4
+        FS.full_scale_run("baseline", minutes=1.0, warmup_steps=0, data=toy_data, eval_batches=0, **TOY)
 
 
 def test_checkpointing_needs_a_resnet(toy_data):

@@ -11,7 +11,9 @@ A CUDA call queues work on a stream and returns (Day 03). Three consequences, on
 - :func:`measure_overlap` measures how much of an asynchronous operation (a ``non_blocking`` copy from pinned
   memory) is hidden behind host work started right after it.
 - :func:`host_wait` measures how long a call keeps the host while device work is still queued: a blocking copy
-  (``cudaMemcpyAsync`` + a stream synchronisation) waits for the queue to drain, a ``non_blocking`` one does not.
+  (``cudaMemcpyAsync`` + a stream synchronisation) waits for the queue to drain; a ``non_blocking`` one from pinned
+  memory does not, and one from pageable memory may (CUDA lets the driver wait for the stream before it stages the
+  bytes), which is why it is measured.
 
 All times are in seconds.
 """
@@ -188,9 +190,10 @@ def host_wait(call: Callable[[], object], *, queue_work: Callable[[], object], s
 
     Each repetition starts on an idle device (``sync()``), queues the work, times ``call()`` alone, then waits for
     everything (``sync()``). A call that synchronises the stream (a blocking copy) returns only after the queued work:
-    about the work's duration plus its own. A call that does not (a ``non_blocking`` copy) returns after its own host
-    cost: a launch from pinned memory, the staging of the bytes from pageable memory. ``clock`` is injectable for
-    tests with a simulated device.
+    about the work's duration plus its own. A ``non_blocking`` copy from pinned memory returns after its
+    launch; one from pageable memory returns after the driver has staged the bytes, and CUDA allows the driver to
+    wait for the stream first, so it may take as long as a blocking copy. ``clock`` is injectable for tests with a
+    simulated device.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")

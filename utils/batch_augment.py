@@ -17,7 +17,8 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-#: torchvision's defaults for ImageNet-style training, and the scale range the course's full-size runs use.
+#: The scale range the course's full-size runs use (torchvision's default is (0.08, 1.0), made for long ImageNet
+#: runs), and torchvision's default aspect-ratio range.
 DEFAULT_SCALE = (0.35, 1.0)
 DEFAULT_RATIO = (3 / 4, 4 / 3)
 

@@ -86,7 +86,8 @@ OOM_MARKERS = ("out of memory", "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_F
 
 
 def is_out_of_memory(error: BaseException) -> bool:
-    """True for ``torch.OutOfMemoryError``, and for cuDNN/cuBLAS allocation failures raised as ``RuntimeError``."""
+    """True for ``torch.OutOfMemoryError``, and for a ``RuntimeError`` that reports a failed allocation: cuDNN's and
+    cuBLAS's allocation failures, and Apple's MPS, which raises its out-of-memory error that way."""
     if isinstance(error, torch.OutOfMemoryError):
         return True
     return isinstance(error, RuntimeError) and any(m in str(error) for m in OOM_MARKERS)
@@ -109,8 +110,9 @@ def cuda_fits(model: nn.Module, sample_shape: tuple[int, ...], num_classes: int,
     """A ``fits`` that runs ``steps`` real training steps (:func:`utils.step.train_step`, the loop's own step) at
     the batch size on the model's device and reports whether they ran. An out-of-memory error
     (:func:`is_out_of_memory`) becomes False, and the memory the failed attempt held is freed before the next trial.
-    Other errors propagate. Works on any device, but only CUDA raises a catchable out-of-memory error; on a CPU the
-    operating system may kill the process instead. The steps use a learning rate of 0, and each trial puts back the
+    Other errors propagate. Works on a device with a catchable out-of-memory error: CUDA raises
+    ``torch.OutOfMemoryError``, Apple's MPS a ``RuntimeError`` ("MPS backend out of memory") at its allocator's limit;
+    on a CPU the operating system may kill the process instead. The steps use a learning rate of 0, and each trial puts back the
     model's modes and buffers (BatchNorm's running statistics): the model is as it was, except that its gradients
     are cleared."""
     device = next(model.parameters()).device

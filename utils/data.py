@@ -162,15 +162,18 @@ def compute_mean_std(dataset: Dataset, max_samples: int = 2000, seed: int = 0,
     n = len(dataset)
     if n == 0:
         raise ValueError("cannot compute statistics of an empty dataset")
+    if max_samples < 1:
+        raise ValueError(f"max_samples must be at least 1 (the number of images to average over), got {max_samples}")
     rng = np.random.default_rng(seed)
     pick = rng.choice(n, size=min(n, max_samples), replace=False)
     sample = torch.utils.data.Subset(dataset, pick.tolist())
     images = (x for x, _ in DataLoader(sample, batch_size=None, num_workers=num_workers))
-    total = torch.zeros(3, dtype=torch.float64)
-    total_sq = torch.zeros(3, dtype=torch.float64)
+    total = total_sq = None                        # one entry per channel, sized by the first image
     pixels = 0
     for image in images:
         x = image.to(torch.float64)
+        if total is None:
+            total, total_sq = torch.zeros(x.shape[0], dtype=torch.float64), torch.zeros(x.shape[0], dtype=torch.float64)
         total += x.sum(dim=(1, 2))
         total_sq += (x * x).sum(dim=(1, 2))
         pixels += x.shape[1] * x.shape[2]

@@ -188,6 +188,9 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
         raise ValueError(f"give steps (optimizer steps) or minutes > 0 (training time), got minutes={minutes!r}")
     if steps is not None and steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
+    if warmup_steps < (1 if steps is None else 0):
+        raise ValueError(f"warmup_steps must be >= 1 when the run is given in minutes (its first steps are timed to "
+                         f"plan the rest), got {warmup_steps}; for a run without warm-up give steps= instead")
     s = resolve_settings(technique, dev, **overrides)
     if batch_size % s.accumulation_steps:
         raise ValueError(f"batch_size {batch_size} is not divisible by accumulation_steps {s.accumulation_steps}")

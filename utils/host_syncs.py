@@ -3,8 +3,10 @@
 A GPU runs asynchronously: the host queues kernels and moves on, until some call needs a *result* on the host
 (``loss.item()``, ``if tensor:``, ``float(norm)``, printing a tensor). Then the host waits until the device has
 finished everything queued so far, and the pipeline stops. On the CPU these calls cost nothing, so a loop that syncs
-on every step looks fine there and is slow on a GPU. Timing syncs is noisy; counting them is exact, and the count is
-the same on every device, which is what makes it usable in tests that run on the CPU.
+on every step looks fine there and is slow on a GPU. Timing syncs is noisy; counting them is exact, and the count of
+tensor reads is the same on every device, which is what makes it usable in tests that run on the CPU. An explicit
+wait is the exception: ``torch.cuda.synchronize`` (and so ``utils.device.synchronize``) is counted only where CUDA
+runs it; on a CPU ``synchronize(device)`` does nothing and is not counted, nor is ``torch.mps.synchronize``.
 
 :func:`count_host_syncs` is a spy: inside ``with count_host_syncs() as syncs:`` it counts every call, made from code
 outside PyTorch's own package, of the ``Tensor`` methods that must wait for the device (:data:`SYNC_METHODS`), plus
