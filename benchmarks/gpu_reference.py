@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import time
@@ -35,7 +36,8 @@ from utils.precision import make_grad_scaler
 from utils.step import train_step
 
 # Dense peak TFLOP/s from NVIDIA datasheets (no sparsity: half the "with sparsity" figures). Keys are matched against
-# the device name in this order, so the NVL and PCIe parts come before the SXM ones ("NVIDIA H100 80GB HBM3").
+# the device name in this order, so the NVL and PCIe parts come before the SXM ones ("NVIDIA H100 80GB HBM3"), and as
+# whole words, so that "L4" does not match an "NVIDIA L40S" (a card not listed gets no peak, and no MFU).
 PEAK_TFLOPS = {
     "H200 NVL": {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5},
     "H200": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4},
@@ -43,6 +45,7 @@ PEAK_TFLOPS = {
     "H100 NVL": {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5},
     "H100": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4},
     "A100": {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
+    "L40S": {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05},
     "L4": {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0},
     "T4": {"fp32": 8.1, "tf32": None, "bf16": None, "fp16": 65.0},
     "V100": {"fp32": 15.7, "tf32": None, "bf16": None, "fp16": 125.0},
@@ -55,7 +58,7 @@ def peak_tflops(device: torch.device, precision: str) -> float | None:
         return None
     name = torch.cuda.get_device_name(device)
     for key, table in PEAK_TFLOPS.items():
-        if key in name:
+        if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", name):
             return table.get(precision)
     return None
 

@@ -4,7 +4,7 @@
 The same model object, data, optimizer and precision for both loops; the loops alternate (interleaved, order reversed
 every round) so that drift of the machine hits both; each epoch is timed with device synchronisation; the figure is
 the ratio of median step times, course/bare. A second bare series gives the noise floor of the run (control/bare).
-Host syncs per step (Tensor.item/.cpu/.tolist/__bool__/__float__, cuda.synchronize) are counted in both loops.
+Host syncs per epoch (Tensor.item/.cpu/.tolist/__bool__/__float__, cuda.synchronize) are counted in both loops.
 
     python benchmarks/loop_overhead.py                      # small CNN and ResNet50 at 32 px
     python benchmarks/loop_overhead.py --smoke              # seconds, for the test suite
@@ -152,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{model:<10} {size:>3}px bs={bs:<3} amp={res['amp']:<8} median step: course {res['median_step_s']['course'] * 1e3:8.2f} ms"
               f" | bare {res['median_step_s']['bare'] * 1e3:8.2f} ms | ratio course/bare "
               f"{res['ratio_course_over_bare']:.3f} (control bare/bare {res['noise_floor_bare_control_over_bare']:.3f}) | host syncs per epoch of {steps} steps: course "
-              f"{res['host_syncs_per_epoch']['course']} ({res['log_intervals_per_epoch']} log intervals + 2 at the "
-              f"end), bare {res['host_syncs_per_epoch']['bare']}")
+              f"{res['host_syncs_per_epoch']['course']} (budget: {res['log_intervals_per_epoch']} log intervals + 2 at "
+              f"the end; without a progress bar the loop reads only the 2), bare {res['host_syncs_per_epoch']['bare']}")
     payload = {"benchmark": "loop_overhead", "provenance": provenance(device), "results": results,
                "target": "ratio <= 1.03 and at most one host sync per logging interval (plus 2 at epoch end)"}
     path = write_result(f"loop_overhead_{device.type}", payload, args.out)

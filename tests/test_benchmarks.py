@@ -133,7 +133,9 @@ def test_suite_time_summary(tmp_path, capsys):
 
 @pytest.mark.parametrize("name, bf16", [("NVIDIA H100 80GB HBM3", 989.4), ("NVIDIA H100 PCIe", 756.0),
                                          ("NVIDIA H100 NVL", 835.5), ("NVIDIA H200", 989.4), ("NVIDIA H200 NVL", 835.5),
-                                         ("NVIDIA A100-SXM4-80GB", 312.0), ("NVIDIA GeForce RTX 4090", None)])
+                                         ("NVIDIA A100-SXM4-80GB", 312.0), ("NVIDIA GeForce RTX 4090", None),
+                                         ("NVIDIA L4", 121.0), ("NVIDIA L40S", 362.05), ("NVIDIA L40", None),
+                                         ("Tesla T4", None)])
 def test_peak_tflops_tells_the_h100_parts_apart(monkeypatch, name, bf16):
     import torch
     from gpu_reference import peak_tflops

@@ -1,6 +1,6 @@
 """Fit a training run into the device memory that is free, before it starts: a batch size from a measured estimate.
 
-A full-size run with a fixed batch (ResNet50 at 224 px, fp32, batch 64: about 5.5 GiB of activations alone) fails
+A full-size run with a fixed batch (ResNet50 at 224 px, fp32, batch 64: about 5.1 GiB of activations alone) fails
 with ``torch.cuda.OutOfMemoryError`` on a 6 GB card, after minutes of data set-up. :func:`plan_batch_size` decides
 first: it measures what one training sample saves for backward (a forward pass at batch 1 on the device itself,
 :func:`utils.memory.saved_activation_bytes`), adds the weights, gradients and optimizer state, and returns the largest
