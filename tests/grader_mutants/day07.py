@@ -92,6 +92,17 @@ MUTANTS = [
            caught_by="day07_project_target_tests"),
     Mutant(cell="day07_project",
            find="history = fit(project_model, project_train, val_loader, optimizer, device, EPOCHS, progress=False)",
+           replace="project_model.train()\n"
+                   "for _xb, _yb in project_train:\n"
+                   "    _xb, _yb = _xb.to(device), _yb.to(device)\n"
+                   "    for _ in range(2):\n"
+                   "        optimizer.zero_grad(set_to_none=True)\n"
+                   "        nn.functional.cross_entropy(project_model(_xb), _yb).backward()\n"
+                   "        optimizer.step()",
+           why="two optimizer steps on every batch (the same tensor twice): each image in two training steps",
+           caught_by="day07_project_target_tests"),
+    Mutant(cell="day07_project",
+           find="history = fit(project_model, project_train, val_loader, optimizer, device, EPOCHS, progress=False)",
            replace="from torch.utils.data import ConcatDataset, DataLoader\n"
                    "train_and_val = DataLoader(ConcatDataset([data.train, data.val]), batch_size=BATCH_SIZE, shuffle=True,\n"
                    "                           generator=torch.Generator().manual_seed(SEED))\n"

@@ -35,6 +35,11 @@ MUTANTS = [
            why="divides by full batches: a smaller batch weighs as much as a full one",
            caught_by="day23_quiet_train_loop_tests"),
     Mutant(cell="day23_quiet_train_loop",
+           find="enumerate(batches, start=1)", replace="enumerate(list(batches), start=1)",
+           why="fetches every batch before the first step: an endless loader never starts, and a NaN at step 8 is "
+               "found only after all the batches were loaded",
+           caught_by="day23_quiet_train_loop_tests"),
+    Mutant(cell="day23_quiet_train_loop",
            find="loss_sum += loss * len(y)", replace="loss_sum = loss * seen",
            why="logs the interval's last loss instead of its mean",
            caught_by="day23_quiet_train_loop_tests"),
