@@ -80,4 +80,8 @@ MUTANTS = [
            replace='CHOSEN = min(CANDIDATES, key=lambda c: c["step_flops"])["config"]',
            why="ranked by FLOPs alone, as if 16-bit autocast ran them at the fp32 rate",
            caught_by="day14_project_speed_tests"),
+    Mutant(cell="day14_activation_bytes", find="    key = (precision, checkpointing)\n",
+           replace="    key = (precision, checkpointing, b)\n",
+           why="cached per micro-batch size: the answers are reused, but every new b probes the model again",
+           caught_by="day14_activation_bytes_tests"),
 ]

@@ -85,4 +85,10 @@ MUTANTS = [
            replace="for k in range(1, target_global_batch // world):",
            why="off by one in the search: micro-batches of one sample (the largest count) are never tried",
            caught_by="day21_plan_training_tests"),
+    Mutant(cell="day21_ddp_accum_worker", find="            x, y = x.to(device), y.to(device)\n", replace="",
+           why="does not move the micro-batches to the worker's device (invisible under gloo, a crash under NCCL)",
+           caught_by="day21_ddp_accum_worker_tests"),
+    Mutant(cell="day21_ddp_accum_worker", find="DDP(make_model().to(device), ", replace="DDP(make_model(), ",
+           why="wraps a model left on the CPU: DDP with device_ids=[LOCAL_RANK] refuses it on a GPU",
+           caught_by="day21_ddp_accum_worker_tests"),
 ]
