@@ -107,4 +107,7 @@ MUTANTS = [
            why="__exit__ stops the thread but does not join it: a read still under way finishes after the last sample "
                "and after nvmlShutdown",
            caught_by="day02_util_sampler_tests"),
+    Mutant(cell="day02_busy_fraction", find="if total <= 0:", replace="if total == 0:",
+           why="only a zero span raises: a trace whose last time is before its first gives a fraction (1.0 here)",
+           caught_by="day02_busy_fraction_tests"),
 ]

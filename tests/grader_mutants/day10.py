@@ -77,4 +77,9 @@ MUTANTS = [
     Mutant(cell="day10_cached_dataset", find="num_workers=num_workers, persistent_workers=num_workers > 0",
            replace="num_workers=0",
            why="loaded in the main process whatever num_workers asks for", caught_by="day10_cached_dataset_tests"),
+    Mutant(cell="day10_numpy_shift",
+           find="dy, dx = self._rng.integers(-self.max_shift, self.max_shift + 1, size=2)",
+           replace="dy = dx = self._rng.integers(-self.max_shift, self.max_shift + 1)",
+           why="one number drawn for both axes: every shift is along the diagonal (5 of the 25 shifts)",
+           caught_by="day10_numpy_shift_tests"),
 ]

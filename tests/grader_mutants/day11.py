@@ -58,4 +58,12 @@ MUTANTS = [
            why="returns the norm of the clipped gradients (max_norm whenever the clip is active), not the norm before "
                "clipping",
            caught_by="day11_amp_train_step_tests"),
+    Mutant(cell="day11_amp_train_step", find="device_type=x.device.type, dtype=amp_dtype)",
+           replace="device_type=x.device.type)",
+           why="autocast without dtype=amp_dtype: the device's default (bf16 on a CPU, fp16 on CUDA), whatever was asked",
+           caught_by="day11_amp_train_step_tests"),
+    Mutant(cell="day11_manual_scaler", find="        for group in optimizer.param_groups:\n",
+           replace="        for group in optimizer.param_groups[:1]:\n",
+           why="unscaled and checked only the first parameter group (a weight-decay split steps the rest S times too far)",
+           caught_by="day11_manual_scaler_tests"),
 ]

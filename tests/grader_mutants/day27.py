@@ -108,4 +108,11 @@ MUTANTS = [
            why="checks the input after the forward pass: in training mode BatchNorm has already taken the NaN into "
                "its running statistics when the step raises",
            caught_by="day27_guarded_step_tests"),
+    Mutant(cell="day27_skip_bad_samples",
+           find="    if not good:\n        return None, None, bad\n",
+           replace="    if not good:\n        import torch\n"
+                   "        return torch.empty(0), torch.empty(0, dtype=torch.long), bad\n",
+           why="an all-bad batch comes back as empty tensors, not (None, None, bad): a loop that skips None "
+               "batches trains on an empty one",
+           caught_by="day27_skip_bad_samples_tests"),
 ]

@@ -51,8 +51,15 @@ MUTANTS = [
            why="never puts the model back in training mode after the epoch's validation (dropout off, frozen BN)",
            caught_by="day32_train_step_group_tests"),
     Mutant(cell="day32_train_step_group",
-           find='    lr = optimizer.param_groups[0]["lr"]\n', replace="",
+           find='"lr": lr}', replace='"lr": optimizer.param_groups[0]["lr"]}',
            why="reads the learning rate after scheduler.step(): logs the next step's rate",
+           caught_by="day32_train_step_group_tests"),
+    Mutant(cell="day32_train_step_group",
+           find="    if scaler is not None:\n        scaler.step(optimizer)\n        scaler.update()\n    else:\n"
+                "        optimizer.step()\n    scheduler.step()",
+           replace="    scheduler.step()\n    if scaler is not None:\n        scaler.step(optimizer)\n        scaler.update()\n"
+                   "    else:\n        optimizer.step()",
+           why="steps the scheduler before the optimizer: the step runs at the next step's rate, not the rate it reports",
            caught_by="day32_train_step_group_tests"),
     Mutant(cell="day32_train_step_group",
            find='    return {"loss": loss_sum, "grad_norm": grad_norm.detach(), "lr": lr}',
@@ -108,6 +115,13 @@ MUTANTS = [
            caught_by="day32_checkpoint_tests"),
     # Exercise 4 · evaluate / export_onnx
     Mutant(cell="day32_evaluate_export",
+           find="    with torch.inference_mode():\n        for x, y in loader:\n"
+                "            logits.append(model(x.to(device)).float().cpu())\n",
+           replace="    if True:\n        for x, y in loader:\n"
+                   "            logits.append(model(x.to(device)).detach().float().cpu())\n",
+           why="runs the forward passes with autograd on and detaches the logits: a graph built for every batch",
+           caught_by="day32_evaluate_export_tests"),
+    Mutant(cell="day32_evaluate_export",
            find="    model.eval()\n    logits, targets = [], []\n", replace="    logits, targets = [], []\n",
            why="no model.eval() in evaluation: dropout on, batch norm on batch statistics (and updating them)",
            caught_by="day32_evaluate_export_tests"),
@@ -129,6 +143,11 @@ MUTANTS = [
            find='pending.append({"step": step, "epoch": epoch, **out})',
            replace='pending.append({"step": epoch, "epoch": epoch, **out})',
            why="logs with step=epoch: every optimizer step of an epoch lands on the same x value",
+           caught_by="day32_fit_tests"),
+    Mutant(cell="day32_fit",
+           find="        step, record = info[\"step\"], info[\"extra\"][\"record\"]\n",
+           replace="        step, record = info[\"step\"], {**info[\"extra\"][\"record\"], \"train_seconds\": 0.0}\n",
+           why="train_seconds starts again from 0 on a resume: the record counts only the last fit call's time",
            caught_by="day32_fit_tests"),
     Mutant(cell="day32_fit",
            find="order.set(epoch, done * cfg.group_size)", replace="order.set(epoch, 0)",
