@@ -54,4 +54,9 @@ MUTANTS = [
            find="        x, y = x.to(device_), y.to(device_)\n", replace="",
            why="does not move the micro-batches to the model's device (invisible on a CPU, a crash on the first GPU)",
            caught_by="day12_train_epoch_accumulated_tests"),
+    Mutant(cell="day12_train_epoch_accumulated",
+           find="        with torch.autocast(device_type=x.device.type, dtype=amp_dtype):\n",
+           replace="        with torch.autocast(device_type=x.device.type):\n",
+           why="autocast without dtype=amp_dtype: the device's default (bf16 on a CPU, fp16 on CUDA) whatever amp_dtype says",
+           caught_by="day12_train_epoch_accumulated_tests"),
 ]

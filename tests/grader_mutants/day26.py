@@ -129,4 +129,9 @@ MUTANTS = [
            find="return loss.detach(), grad_norm", replace="return loss.detach(), grad_norm.item()",
            why="returns the gradient norm as a Python float: a host sync every step",
            caught_by="day26_train_step_tests"),
+    Mutant(cell="day26_train_step",
+           find="dtype=amp_dtype or torch.float32, ",
+           replace="dtype=torch.bfloat16, ",
+           why="autocasts to bf16 whatever amp_dtype says (only whether it is None is read)",
+           caught_by="day26_train_step_tests"),
 ]

@@ -209,4 +209,9 @@ MUTANTS = [
            replace="recall = np.diag(cm) / cm.sum(0)",
            why="recall divided by the column sums (that is precision)",
            caught_by="day32_write_report_tests"),
+    Mutant(cell="day32_train_step_group",
+           find="torch.autocast(device.type, dtype=amp_dtype)",
+           replace="torch.autocast(device.type)",
+           why="autocast without dtype=amp_dtype: the device's default (bf16 on a CPU, fp16 on CUDA) whatever amp_dtype says",
+           caught_by="day32_train_step_group_tests"),
 ]
