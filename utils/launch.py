@@ -33,7 +33,7 @@ import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import psutil
 
@@ -141,12 +141,7 @@ def _terminate(procs: Sequence[subprocess.Popen], grace_s: float = TERMINATE_GRA
             pass
     for p in procs:
         _signal_group(p.pid, signal.SIGKILL)
-    for child in family:
-        try:
-            child.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(family, timeout=5)
+    _kill_all(family)
     for p in procs:
         try:
             p.wait(timeout=5)
@@ -154,23 +149,40 @@ def _terminate(procs: Sequence[subprocess.Popen], grace_s: float = TERMINATE_GRA
             pass
 
 
-def _wait_or_terminate(procs: Sequence[subprocess.Popen], timeout_s: float, host_log: Path | None = None) -> str:
+def _kill_all(processes: Sequence[psutil.Process]) -> None:
+    """SIGKILL each process (already gone is fine) and reap it."""
+    for child in processes:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(processes, timeout=5)
+
+
+def _wait_or_stop(procs: Sequence, timeout_s: float, host_log: Path | None, exitcode: Callable[[Any], int | None],
+                  stop: Callable[[bool], None]) -> str:
     """Wait for every process until ``timeout_s`` seconds from now. Returns ``"done"``; ``"timed_out"`` after
-    :func:`_terminate` stopped them all; or ``"port_taken"`` as soon as the first process (the rendezvous host)
+    ``stop(False)``; or ``"port_taken"`` after ``stop(True)``, as soon as the first process (the rendezvous host)
     failed and ``host_log`` says its port was taken: the others would wait for a store that is not there, so they
-    are stopped at once and the caller starts again on a new port."""
+    are stopped at once and the caller starts again on a new port. ``exitcode(p)`` is None while ``p`` runs."""
     deadline = time.monotonic() + timeout_s
     while True:
-        host_code = procs[0].poll()
-        if host_log is not None and host_code not in (None, 0) and port_was_taken(_read(host_log)):
-            _terminate(procs, grace_s=0.0)
+        if host_log is not None and exitcode(procs[0]) not in (None, 0) and port_was_taken(_read(host_log)):
+            stop(True)
             return "port_taken"
-        if all(p.poll() is not None for p in procs):
+        if all(exitcode(p) is not None for p in procs):
             return "done"
         if time.monotonic() >= deadline:
-            _terminate(procs)
+            stop(False)
             return "timed_out"
         time.sleep(0.05)
+
+
+def _wait_or_terminate(procs: Sequence[subprocess.Popen], timeout_s: float, host_log: Path | None = None) -> str:
+    """:func:`_wait_or_stop` for started commands; they are stopped by :func:`_terminate` (at once when the port
+    was taken)."""
+    return _wait_or_stop(procs, timeout_s, host_log, lambda p: p.poll(),
+                         lambda port_taken: _terminate(procs, grace_s=0.0 if port_taken else TERMINATE_GRACE_S))
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
@@ -513,32 +525,19 @@ def _kill_agents(procs: Sequence) -> None:
         except psutil.Error:
             pass
         p.kill()
-    for child in family:
-        try:
-            child.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(family, timeout=5)
+    _kill_all(family)
     for p in procs:
         p.join(timeout=5)
 
 
 def _wait_for_agents(procs: Sequence, timeout_s: float, host_log: Path) -> str:
-    """:func:`_wait_or_terminate` for forked agents (``multiprocessing`` processes): ``"done"``, ``"timed_out"`` or
-    ``"port_taken"``; the agents and their workers are killed in the last two cases."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if procs[0].exitcode not in (None, 0) and port_was_taken(_read(host_log)):
-            _kill_agents(procs)
-            return "port_taken"
-        if all(p.exitcode is not None for p in procs):
-            for p in procs:
-                p.join()
-            return "done"
-        if time.monotonic() >= deadline:
-            _kill_agents(procs)
-            return "timed_out"
-        time.sleep(0.05)
+    """:func:`_wait_or_stop` for forked agents (``multiprocessing`` processes), killed with their workers when the
+    time runs out or the port was taken."""
+    waited = _wait_or_stop(procs, timeout_s, host_log, lambda p: p.exitcode, lambda _port_taken: _kill_agents(procs))
+    if waited == "done":
+        for p in procs:
+            p.join()
+    return waited
 
 
 def run_elastic_nodes(fn, args: Sequence = (), *, nnodes: int = 2, nproc_per_node: int = 1, max_restarts: int = 0,
