@@ -208,6 +208,39 @@ def test_unpack_writes_only_results_with_provenance(tmp_path):
         kit.unpack_bundle(evil, repo)
 
 
+def test_unpack_refuses_a_dry_run_recording(tmp_path):
+    # A dry run writes benchmarks/results/loop_overhead_cpu.json at toy sizes: the name of a committed CPU result.
+    bundle = _bundle_dir(tmp_path)
+    write_recorded(bundle / "benchmarks" / "results" / "loop_overhead_cpu.json", {"rows": []},
+                   {"hardware": "cpu (2 threads)", "software": "torch 2.14.1", "date": "2026-12-05T00:00:00+00:00",
+                    "source": "python benchmarks/loop_overhead.py --device cpu --out x --smoke"})
+    kit.write_bundle(bundle, tmp_path / "dry.tar.gz")
+    with pytest.raises(ValueError, match="dry-run"):
+        kit.unpack_bundle(tmp_path / "dry.tar.gz", tmp_path / "repo")
+    assert not (tmp_path / "repo").exists(), "nothing is written when a toy recording is refused"
+    assert len(kit.unpack_bundle(tmp_path / "dry.tar.gz", tmp_path / "repo", allow_toy=True)) == 2
+
+
+def test_a_worker_that_dies_before_its_first_recorder_fails_the_rest_at_once(tmp_path, monkeypatch):
+    # A CUDA initialisation failure or an import error kills every fresh worker the same way: starting another one
+    # until the deadline would spend the recorders' whole budget and report "not run" instead of the error.
+    (tmp_path / "logs").mkdir()
+    real_popen, started = subprocess.Popen, []
+
+    def dying(cmd, *args, **kwargs):
+        started.append(cmd)
+        return real_popen([sys.executable, "-c", "import sys; print('CUDA init failed'); sys.exit(3)"],
+                          *args, **kwargs)
+
+    monkeypatch.setattr(kit.subprocess, "Popen", dying)
+    t0 = time.monotonic()
+    results = kit.run_recorders(["day11", "day09"], tmp_path / "bundle", "cuda", False, time.monotonic() + 60,
+                                tmp_path, dict(os.environ))
+    assert len(started) == 1 and time.monotonic() - t0 < 30, f"{len(started)} workers started"
+    assert {r["status"] for r in results.values()} == {"fail"} and set(results) == {"day11", "day09"}
+    assert "code 3" in results["day11"]["error"] and "CUDA init failed" in results["day11"]["error"]
+
+
 # ------------------------------------------------------------------------------------------ Part A
 def test_part_a_reports_the_failing_cell_and_a_markdown_table(tmp_path):
     from gpu_check.notebooks import first_error, markdown_table
@@ -462,7 +495,10 @@ def test_dry_run_writes_a_bundle_every_loader_accepts(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "All required parts passed." in proc.stdout
     repo = tmp_path / "repo"
-    written = {str(p.relative_to(repo)) for p in kit.unpack_bundle(bundle, repo)}
+    with pytest.raises(ValueError, match="dry-run"):   # toy sizes, and names of committed CPU results
+        kit.unpack_bundle(bundle, repo)
+    assert not repo.exists(), "a refused dry-run bundle writes nothing"
+    written = {str(p.relative_to(repo)) for p in kit.unpack_bundle(bundle, repo, allow_toy=True)}
     from gpu_check.recorders import RECORDERS
 
     expected = {f"results/{day}/cpu.json" for day in RECORDERS} | {

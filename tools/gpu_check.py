@@ -95,9 +95,11 @@ def write_bundle(bundle_dir: Path, dest: Path, limit_bytes: int = MAX_BUNDLE_BYT
     return size
 
 
-def unpack_bundle(bundle: Path, repo: Path = REPO) -> list[Path]:
+def unpack_bundle(bundle: Path, repo: Path = REPO, allow_toy: bool = False) -> list[Path]:
     """Extract a bundle into ``repo``: only regular files under results/ and benchmarks/results/; every JSON must
-    load with :func:`utils.profiling.load_recorded_file`. Returns the files written."""
+    load with :func:`utils.profiling.load_recorded_file` and, unless ``allow_toy``, come from a full-size run (a dry
+    run's toy-size files can carry the names of committed CPU results). Returns the files written; a refused
+    bundle writes nothing."""
     from utils.profiling import load_recorded_file
 
     written = []
@@ -113,7 +115,11 @@ def unpack_bundle(bundle: Path, repo: Path = REPO) -> list[Path]:
                 with tempfile.TemporaryDirectory() as tmp:
                     probe = Path(tmp) / Path(m.name).name
                     probe.write_bytes(data)
-                    load_recorded_file(probe)
+                    rec = load_recorded_file(probe)
+                toy = rec.get("tiny") or {"--dry-run", "--smoke"} & set(str(rec.get("source", "")).split())
+                if toy and not allow_toy:   # a dry run's file names can be those of committed CPU results
+                    raise ValueError(f"{bundle}: refusing {m.name!r}: a dry-run (toy size) recording "
+                                     f"({rec.get('source')}), not a GPU result")
         for m in members:
             target = repo / m.name
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -170,8 +176,9 @@ def run_recorders(days: list[str], bundle: Path, device: str, tiny: bool, deadli
                   env: dict[str, str], repack=lambda: None) -> dict[str, dict]:
     """Run the day recorders in a worker process, one after another; kill a recorder that overruns its limit
     (:func:`part_limit`) or the kit's deadline, mark it ``timeout`` (what it saved stays in the bundle) and go on
-    with the rest in a fresh worker. ``repack()`` is called when the worker has written something new (at most
-    every 5 s)."""
+    with the rest in a fresh worker. A worker that dies before its first recorder (CUDA fails to start, an import
+    error) marks every pending day ``fail`` with its exit code and log tail: a fresh one would die the same way.
+    ``repack()`` is called when the worker has written something new (at most every 5 s)."""
     from gpu_check.notebooks import kill_tree
     from gpu_check.recorders import RECORDERS
 
@@ -184,6 +191,7 @@ def run_recorders(days: list[str], bundle: Path, device: str, tiny: bool, deadli
                             for d in pending})
             break
         status_file.write_text("")
+        waiting = len(pending)
         wall_deadline = time.time() + (deadline - time.monotonic())   # the worker's clock is the wall clock
         cmd = [sys.executable, __file__, "--worker-recorders", ",".join(pending), "--worker-bundle", str(bundle),
                "--worker-status", str(status_file), "--device", device, "--worker-deadline", str(wall_deadline)]
@@ -229,6 +237,12 @@ def run_recorders(days: list[str], bundle: Path, device: str, tiny: bool, deadli
             results[current] = {"status": "fail", "seconds": round(time.monotonic() - started, 1),
                                 "error": f"the worker process exited with code {proc.returncode} (see logs)"}
             pending.remove(current)
+        elif len(pending) == waiting:   # it died before its first recorder: a fresh worker would too
+            log = work / "logs" / "recorders.log"
+            tail = log.read_text()[-300:].strip() if log.exists() else "(no log)"
+            results.update({d: {"status": "fail", "seconds": 0.0, "error": f"the recorder worker exited with code "
+                                f"{proc.returncode} before its first recorder: {tail}"} for d in pending})
+            break
     return results
 
 
@@ -369,7 +383,7 @@ def run_kit(args: argparse.Namespace) -> int:
     bundle = work / "bundle"
     (work / "logs").mkdir(parents=True, exist_ok=True)
     if args.resume:   # a fresh machine: start from the last bundle, so --only failed knows what failed
-        unpack_bundle(args.resume, bundle)
+        unpack_bundle(args.resume, bundle, allow_toy=args.dry_run)
     kit_file = bundle / "results" / "gpu_check" / "kit.json"
     part_a_file = bundle / "results" / "gpu_check" / "part_a.json"
     previous = {p["part"]: p for p in load_recorded_file(kit_file)["rows"]} if kit_file.exists() else {}
@@ -426,7 +440,8 @@ def run_kit(args: argparse.Namespace) -> int:
         title = f"Part A: solution notebooks at SMOKE=True, DEVICE=\"{device}\""
         write_recorded(part_a_file, {"what": title, "summary": [f"{passed} of {len(rows)} notebooks passed"],
                                      "workers": args.workers, "rows": rows},
-                       provenance(device, "python tools/gpu_check.py --only notebooks"))
+                       provenance(device, "python tools/gpu_check.py --only notebooks"
+                                  + (" --dry-run" if args.dry_run else "")))
         (part_a_file.parent / "part_a.md").write_text(markdown_table(rows, title))
         failed = [r["notebook"] for r in rows if r["status"] != "pass"]
         return {"notebooks": {"status": "pass" if not failed else "fail", "seconds": round(time.monotonic() - start, 1),
