@@ -244,3 +244,20 @@ def test_plots_draw_curves_and_bars():
         plot_history(history, metrics=["f1"])
     fig = bar_chart(["a", "b"], [1.0, 2.0], ylabel="x", hardware="cpu")
     assert "cpu" in fig.axes[0].get_title()
+
+
+def test_fp16_scaler_reads_once_per_step_unless_the_optimizer_is_fused():
+    # GradScaler.step reads found_inf on the host before a plain optimizer's step; a fused one takes it on the device
+    # (torch/amp/grad_scaler.py, _step_supports_amp_scaling), which is what the module docstring says.
+    from utils.sync_ops import count_sync_ops
+    torch.manual_seed(0)
+    data = [(torch.randn(8, 8), torch.randint(0, 4, (8,))) for _ in range(5)]
+    reads = {}
+    for fused in (False, True):
+        model = nn.Linear(8, 4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, fused=fused)
+        scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+        with count_sync_ops(scalar_reads=True) as counted:
+            TR.train_one_epoch(model, data, opt, "cpu", scaler=scaler, progress=False)
+        reads[fused] = counted["n"]
+    assert reads[False] - reads[True] == 5, f"scaler reads: {reads} (one per step without fused, none with)"

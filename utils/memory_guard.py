@@ -6,7 +6,8 @@ first: it measures what one training sample saves for backward (a forward pass a
 :func:`utils.memory.saved_activation_bytes`), adds the weights, gradients and optimizer state, and returns the largest
 batch, halving from the preferred one, whose prediction fits into the memory that is free now
 (:func:`free_device_bytes`: ``torch.cuda.mem_get_info`` plus what PyTorch's own cache holds but does not use).
-Off CUDA there is no such limit to check and the preferred batch is kept.
+Off CUDA nothing is checked and the preferred batch is kept (Apple's MPS does have a limit, where its allocator
+raises an out-of-memory error, ``torch.mps.recommended_max_memory()``, but this plan does not read it).
 
 All sizes are bytes.
 """

@@ -88,7 +88,8 @@ def count_sync_ops(scalar_reads: bool = False) -> Iterator[dict]:
     Yields a dict filled while the block runs: ``"n"`` (an int) and ``"by_op"`` (counts per operation name, e.g.
     ``{"bincount": 3}``). Sees calls from any code, library code included, on any device; runs the operations
     unchanged. With ``scalar_reads`` it also counts ``_local_scalar_dense``, the operation behind every ``.item()``,
-    ``float(t)``, ``int(t)`` and ``if t:``, whoever calls it (``GradScaler.step`` reads one per step, for example).
+    ``float(t)``, ``int(t)`` and ``if t:``, whoever calls it (``GradScaler.step`` reads one per step with a
+    non-fused optimizer, for example).
     Not thread-safe.
     """
     counts: dict = {"n": 0, "by_op": {}}

@@ -2,8 +2,9 @@
 
 Design points, each a lesson of the course:
 - no host sync on every step: running loss and correct counts stay on the device and are read (one ``.item()``)
-  only every ``log_every`` steps for the progress bar and at the end of the epoch (with fp16, ``GradScaler.step``
-  itself still reads one inf/NaN flag per optimizer step to decide whether to skip it);
+  only every ``log_every`` steps for the progress bar and at the end of the epoch (with fp16 and a non-fused
+  optimizer, ``GradScaler.step`` itself still reads one inf/NaN flag per optimizer step to decide whether to skip
+  it; a fused SGD/Adam/AdamW takes the flag on the device and skips the step itself, with no read);
 - accuracy is averaged over *samples*, not over batches (the last batch may be smaller);
 - gradient accumulation divides the loss by the number of micro-batches in the group, so the gradient equals the
   one of a single large batch;
@@ -95,7 +96,8 @@ def train_one_epoch(model: nn.Module, loader: Iterable, optimizer: torch.optim.O
         scheduler: stepped after every optimizer step (a per-step schedule); epoch schedules belong in ``fit``.
         log_every: with ``progress``, read the running loss from the device every this many batches for the
             progress bar (one host sync each); without a progress bar the loop reads nothing until the epoch
-            ends (with fp16, ``GradScaler.step`` still reads its inf/NaN flag once per optimizer step).
+            ends (with fp16 and a non-fused optimizer, ``GradScaler.step`` still reads its inf/NaN flag once per
+            optimizer step; a fused one reads nothing).
         max_steps: stop after this many batches (for quick runs).
     """
     if accumulation_steps < 1:
