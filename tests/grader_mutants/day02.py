@@ -110,4 +110,44 @@ MUTANTS = [
     Mutant(cell="day02_busy_fraction", find="if total <= 0:", replace="if total == 0:",
            why="only a zero span raises: a trace whose last time is before its first gives a fraction (1.0 here)",
            caught_by="day02_busy_fraction_tests"),
+    Mutant(cell="day02_util_sampler",
+           find=('        def loop() -> None:\n'
+                 '            while not self._stop.wait(self.interval_s):   # returns True at once when stop is set\n'
+                 '                read()\n'
+                 '\n'
+                 '        self._read, self._stop = read, threading.Event()\n'
+                 '        read()                                             # a sample at the start\n'
+                 '        self._thread = threading.Thread(target=loop, name="util-sampler", daemon=True)\n'
+                 '        self._thread.start()\n'
+                 '        return self\n'
+                 '        ### END SOLUTION\n'
+                 '\n'
+                 '    def __exit__(self, *exc_info) -> bool:\n'
+                 '        ### BEGIN SOLUTION\n'
+                 '        self._stop.set()\n'
+                 '        self._thread.join()\n'
+                 '        try:\n'
+                 '            self._read()                                   # a sample at the stop\n'
+                 '        finally:\n'
+                 '            self.nvml.nvmlShutdown()'),
+           replace=('        def loop() -> None:\n'
+                    '            while not self._stop.is_set():\n'
+                    '                read()\n'
+                    '                self._stop.wait(self.interval_s)\n'
+                    '\n'
+                    '        self._read, self._stop = read, threading.Event()\n'
+                    '        read()                                             # a sample at the start\n'
+                    '        self._thread = threading.Thread(target=loop, name="util-sampler", daemon=True)\n'
+                    '        self._thread.start()\n'
+                    '        return self\n'
+                    '        ### END SOLUTION\n'
+                    '\n'
+                    '    def __exit__(self, *exc_info) -> bool:\n'
+                    '        ### BEGIN SOLUTION\n'
+                    '        self._stop.set()\n'
+                    '        self._thread.join()\n'
+                    '        self.nvml.nvmlShutdown()'),
+           why="the thread reads as it starts and __exit__ takes no sample at the stop: a short run still shows two "
+               "samples, both at the start",
+           caught_by="day02_util_sampler_tests"),
 ]

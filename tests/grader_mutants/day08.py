@@ -68,4 +68,13 @@ MUTANTS = [
            replace="    with torch.no_grad():        # a dry run first\n        model(x)\n    was_training = model.training\n",
            why="ran a dry forward pass before the measured one (a second pass, and BatchNorm's statistics move twice)",
            caught_by="day08_saved_bytes_by_module_tests"),
+    Mutant(cell="day08_saved_bytes_by_module",
+           find=("        if not list(module.children()):\n"
+                 "            handles.append(module.register_forward_pre_hook(enter(name)))\n"
+                 "            handles.append(module.register_forward_hook(leave))\n"),
+           replace=("        handles.append(module.register_forward_pre_hook(enter(name)))\n"
+                    "        handles.append(module.register_forward_hook(leave))\n"),
+           why="hooks every module, not only the leaves: a tensor saved in a nested container's forward is credited "
+               "to the container instead of ''",
+           caught_by="day08_saved_bytes_by_module_tests"),
 ]

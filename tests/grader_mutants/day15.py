@@ -138,4 +138,8 @@ MUTANTS = [
     Mutant(cell="day15_lr_range_test", find="    model.train()\n", replace="",
            why="never switches to training mode: an eval-mode model runs the sweep with frozen BatchNorm statistics",
            caught_by="day15_lr_range_test_tests"),
+    Mutant(cell="day15_lr_range_test",
+           find="loss = loss_fn(model(x.to(model_device)), y.to(model_device))", replace="loss = loss_fn(model(x), y)",
+           why="never moves the batches to the model's device: invisible on a CPU, a crash on the first GPU",
+           caught_by="day15_lr_range_test_tests"),
 ]

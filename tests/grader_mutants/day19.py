@@ -61,4 +61,13 @@ MUTANTS = [
            find=' or "connection reset by peer" in text', replace="",
            why="only 'closed by peer' counts as the other side exiting",
            caught_by="day19_classify_failure_tests"),
+    Mutant(cell="day19_classify_failure",
+           find='    if "detected mismatch between collectives" in text:', replace='    if "mismatch" in text:',
+           why="matches the single word 'mismatch': a state_dict size mismatch is diagnosed as a collective mismatch",
+           caught_by="day19_classify_failure_tests"),
+    Mutant(cell="day19_classify_failure",
+           find='    if "connection closed by peer" in text or "connection reset by peer" in text:',
+           replace='    if "peer" in text:',
+           why="any line that mentions a peer counts as a peer that exited",
+           caught_by="day19_classify_failure_tests"),
 ]
