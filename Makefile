@@ -12,7 +12,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Three workers on the 2-core CI machine: each notebook kernel gets one thread, and while one worker's test waits (on
 # a subprocess, a sleep, a kernel starting) the third keeps both cores busy. `make test` on a quiet 2-core machine:
-# 22 min 08 s with 2 workers, 19 min 29 s with 3 (4 December 2026). On a bigger machine, PYTEST_WORKERS=N.
+# 22 min 08 s with 2 workers, 19 min 29 s with 3 (4 December 2026; 26 min 54 s with 3 on 5 December, with more graded
+# answers). On a bigger machine, PYTEST_WORKERS=N.
 PYTEST_WORKERS ?= 3
 
 .PHONY: setup lab workspace update test test-fast test-grader run days hooks audit clean-venv
@@ -99,15 +100,16 @@ test-fast: setup
 
 ## One day's solution run top to bottom as a learner's Run All would, with its default parameters (DEVICE=cpu unless
 ## RUN_DEVICE says otherwise; SMOKE=1 for the smoke size), into build/runs/ (the repository is never written to);
-## prints the wall time. For the "Time." line of a day's header: `make run DAY=07`.
+## prints its wall time and CPU time (user + sys, the kernel included). The "Time." line of a day's header gives the
+## CPU time of `OMP_NUM_THREADS=1 make run DAY=07`.
 RUN_DEVICE ?= cpu
 run: setup
 	@test -n "$(DAY_ID)" || { echo "make run needs DAY=NN"; exit 2; }
 	$(CHECK_DAY)
 	@mkdir -p build/runs/$(DAY_ID)
-	@start=$$(date +%s); $(BIN)/papermill solutions/$(DAY_ID)/*.ipynb build/runs/$(DAY_ID)/$(DAY_ID).ipynb \
-		-p DEVICE $(RUN_DEVICE) $(if $(SMOKE),-p SMOKE True) --cwd build/runs/$(DAY_ID) --no-progress-bar \
-		&& echo "$(DAY_ID): ran in $$(( $$(date +%s) - start )) s on $(RUN_DEVICE) (output: build/runs/$(DAY_ID)/)"
+	@TIMEFORMAT="$(DAY_ID): %R s wall, %U s user + %S s sys of CPU on $(RUN_DEVICE) (output: build/runs/$(DAY_ID)/)"; \
+		time $(BIN)/papermill solutions/$(DAY_ID)/*.ipynb build/runs/$(DAY_ID)/$(DAY_ID).ipynb \
+		-p DEVICE $(RUN_DEVICE) $(if $(SMOKE),-p SMOKE True) --cwd build/runs/$(DAY_ID) --no-progress-bar
 
 ## Regenerate the learner notebooks in days/ from solutions/ (never edit days/ by hand); DAY=NN for one day.
 days: setup
