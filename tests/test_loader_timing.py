@@ -121,3 +121,22 @@ def test_worker_creation_is_inside_the_startup():
                         worker_init_fn=lambda _: time.sleep(0.3))
     timing = measure_loader(loader)
     assert timing.startup_s >= 0.3 and timing.window_s < timing.startup_s
+
+
+class _ThreeBatches(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        return iter([(torch.zeros(1), 0)] * 3)
+
+
+def test_measure_loader_says_an_unsized_loader_is_too_short():
+    # An IterableDataset has no length to check up front: running out must say so, not end in a bare StopIteration.
+    with pytest.raises(ValueError, match="ended after 3 batches; this measurement needs 6"):
+        measure_loader(DataLoader(_ThreeBatches(), batch_size=1), timed_steps=5)
+
+
+def test_measure_loader_counts_the_samples_of_a_batch_sampler():
+    # DataLoader(batch_sampler=...) sets loader.batch_size to None: samples/s must not become batches/s.
+    from torch.utils.data import BatchSampler, SequentialSampler, TensorDataset
+    ds = TensorDataset(torch.zeros(64, 1))
+    loader = DataLoader(ds, batch_sampler=BatchSampler(SequentialSampler(ds), 8, drop_last=False))
+    assert measure_loader(loader, timed_steps=3).batch_size == 8

@@ -121,3 +121,11 @@ def test_measuring_saved_activations_keeps_a_frozen_batchnorm_frozen():
     model[1].eval()
     assert saved_activation_bytes(model, torch.randn(4, 3, 10, 10)) > 0
     assert model.training and model[0].training and not model[1].training
+
+
+@pytest.mark.parametrize("batch_size", [0, -4])
+def test_measure_breakdown_refuses_a_batch_size_below_one(batch_size):
+    # 0 divided by zero later, -4 returned negative activation bytes
+    from utils.memory import measure_breakdown
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        measure_breakdown(small_cnn(10, width=8), (3, 8, 8), batch_size)

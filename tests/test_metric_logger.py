@@ -49,3 +49,9 @@ def test_updates_do_not_read_the_device_until_printed(monkeypatch):
 def test_log_every_validates():
     with pytest.raises(ValueError):
         list(ML.MetricLogger().log_every([1], 0))
+
+
+def test_update_refuses_a_vector_and_says_how_to_reduce_it():
+    # accepted before, it failed only at print time with torch's "shape '[]' is invalid for input of size 3"
+    with pytest.raises(ValueError, match=r"shape \(3,\).*loss.mean\(\)"):
+        ML.MetricLogger(printer=lambda line: None).update(loss=torch.ones(3))

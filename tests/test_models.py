@@ -58,3 +58,8 @@ def test_count_trainable_only():
     for p in model.features.parameters():
         p.requires_grad_(False)
     assert M.count_parameters(model, trainable_only=True) == model.fc.weight.numel() + model.fc.bias.numel()
+
+
+def test_a_numpy_integer_is_a_class_count():
+    import numpy as np
+    assert M.build_model("small_cnn", np.int64(10)).fc.out_features == 10

@@ -94,3 +94,13 @@ def test_seed_everything_turns_determinism_on_and_off_without_importing_the_comp
              "print('torch._inductor' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+def test_seed_everything_takes_numpy_integers_and_refuses_bool():
+    from utils.seeding import seed_everything
+    seed_everything(np.int64(3))
+    a = torch.rand(1)
+    seed_everything(3)
+    assert torch.equal(a, torch.rand(1))
+    with pytest.raises(ValueError, match="non-negative int"):
+        seed_everything(True)

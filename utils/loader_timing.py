@@ -106,20 +106,35 @@ def measure_loader(loader: DataLoader, step: Callable[[Any], None] | None = None
     if available is not None and available < needed:
         raise ValueError(f"the loader yields {available} batches per epoch; this measurement needs {needed} "
                          f"(1 + {discard} prefetched + {timed_steps} timed): give it more samples")
+    # A loader built with batch_sampler= has batch_size None: its sampler knows the size (None also means a
+    # dataset that yields whole batches, counted as one sample each).
+    batch_size = loader.batch_size or getattr(loader.batch_sampler, "batch_size", None) or 1
+    consumed = 0
+
+    def next_batch(iterator: Any) -> Any:
+        nonlocal consumed
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            raise ValueError(f"the loader ended after {consumed} batches; this measurement needs {needed} "
+                             f"(1 + {discard} prefetched + {timed_steps} timed): give it more samples") from None
+        consumed += 1
+        return batch
+
     start = time.perf_counter()
     iterator = iter(loader)                      # workers are created (or woken up) here
     created = time.perf_counter()
-    batch = next(iterator)
+    batch = next_batch(iterator)
     first = time.perf_counter()
     step(batch)
     for _ in range(discard):                     # decoded during start-up: not the steady state
-        step(next(iterator))
+        step(next_batch(iterator))
     sync()
     wait = compute = 0.0
     window_start = time.perf_counter()
     for _ in range(timed_steps):
         t0 = time.perf_counter()
-        batch = next(iterator)
+        batch = next_batch(iterator)
         t1 = time.perf_counter()
         step(batch)
         sync()
@@ -129,4 +144,4 @@ def measure_loader(loader: DataLoader, step: Callable[[Any], None] | None = None
     window_s = time.perf_counter() - window_start
     del iterator                                 # shuts non-persistent workers down
     return LoaderTiming(iter_s=created - start, first_batch_s=first - created, discarded=discard, steps=timed_steps,
-                        window_s=window_s, wait_s=wait, compute_s=compute, batch_size=loader.batch_size or 1)
+                        window_s=window_s, wait_s=wait, compute_s=compute, batch_size=batch_size)

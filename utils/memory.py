@@ -273,6 +273,8 @@ def measure_breakdown(model: nn.Module, sample_shape: Sequence[int], batch_size:
                       probe_batches: Sequence[int] = (2, 4)) -> MemoryBreakdown:
     """Measure parameters, gradients and optimizer state, fit the activations at ``probe_batches`` and return the
     breakdown predicted for ``batch_size``. Keep the probes small: that is the point of the model."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer (samples per step), got {batch_size!r}")
     fit = fit_activations(model, sample_shape, probe_batches, device=device, autocast_dtype=autocast_dtype)
     return MemoryBreakdown(
         parameters=parameter_bytes(model),

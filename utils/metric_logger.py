@@ -25,6 +25,9 @@ class SmoothedValue:
         self.count = 0
 
     def update(self, value: torch.Tensor | float, n: int = 1) -> None:
+        if isinstance(value, torch.Tensor) and value.numel() != 1:
+            raise ValueError(f"update takes one number (a float or a 0-d tensor), got a tensor of shape "
+                             f"{tuple(value.shape)}: reduce it first, e.g. loss.mean()")
         self.pending.append((value.detach() if isinstance(value, torch.Tensor) else value, n))
 
     def sync(self) -> None:
@@ -85,7 +88,7 @@ class MetricLogger:
         return self.delimiter.join(f"{name}: {meter}" for name, meter in self.meters.items())
 
     def log_every(self, iterable: Iterable, print_freq: int, header: str = "") -> Iterator:
-        """Yield from ``iterable``; every ``print_freq`` items print the meters, throughput and time per item."""
+        """Yield from ``iterable``; every ``print_freq`` items print the meters and the mean time per item (ms/it)."""
         if print_freq < 1:
             raise ValueError(f"print_freq must be >= 1, got {print_freq}")
         start = last = time.perf_counter()

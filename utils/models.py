@@ -1,6 +1,8 @@
 """Models: torchvision's ResNet50 (optionally with a small-image stem) and a small fast CNN for quick demos."""
 from __future__ import annotations
 
+import numbers
+
 import torch
 from torch import nn
 
@@ -13,9 +15,9 @@ SMALL_STEM_STRIDE = 8
 
 
 def _check_classes(num_classes: int) -> int:
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+    if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral) or num_classes < 2:
         raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
-    return num_classes
+    return int(num_classes)
 
 
 def check_resnet_input_size(image_size: int, small_input: bool, model: str = "resnet50") -> None:

@@ -1,6 +1,7 @@
 """Seeding and determinism: same seed, same numbers (on the same hardware and software)."""
 from __future__ import annotations
 
+import numbers
 import os
 import random
 
@@ -18,8 +19,9 @@ def seed_everything(seed: int = 0, deterministic: bool = False) -> None:
     back off (``use_deterministic_algorithms(False)``, ``cudnn.deterministic = False``), also when you set them
     yourself; ``cudnn.benchmark`` stays as it is.
     """
-    if not isinstance(seed, int) or seed < 0:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    seed = int(seed)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)  # also seeds every CUDA device
