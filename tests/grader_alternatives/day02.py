@@ -72,7 +72,7 @@ def parse_query_gpu_csv(text: str | Iterable[str], fields: list[str] | None = No
 '''),
     # --- Exercise 2: busy_fraction
     Alternative(cell="day02_busy_fraction",
-                why="numpy: np.diff of the times, a boolean mask of the values before each interval, float64",
+                why="numpy: np.diff of the times, a boolean mask of the values at the end of each interval, float64",
                 source='''def busy_fraction(t_s: list[float], util_pct: list[float], threshold: float = 50.0) -> float:
     import numpy as np
 
@@ -83,7 +83,7 @@ def parse_query_gpu_csv(text: str | Iterable[str], fields: list[str] | None = No
     span = t[-1] - t[0]
     if not span > 0:
         raise ValueError("no time between the first and the last sample")
-    return float(np.diff(t)[u[:-1] >= threshold].sum() / span)
+    return float(np.diff(t)[u[1:] >= threshold].sum() / span)
 '''),
     Alternative(cell="day02_busy_fraction",
                 why="an index loop that adds each interval to busy or idle and divides by their sum",
@@ -93,7 +93,7 @@ def parse_query_gpu_csv(text: str | Iterable[str], fields: list[str] | None = No
     busy = idle = 0.0
     for i in range(len(t_s) - 1):
         dt = t_s[i + 1] - t_s[i]
-        if util_pct[i] >= threshold:
+        if util_pct[i + 1] >= threshold:
             busy += dt
         else:
             idle += dt

@@ -52,4 +52,16 @@ ALTERNATIVES = [
     var, mean = torch.var_mean(picked, dim=(0, 2, 3), correction=0)
     return mean, var.sqrt()
 '''),
+    Alternative(cell="day05_channel_stats",
+                why="floating statistics for integer (uint8) images too: the output dtype chosen with "
+                    "images.is_floating_point(), a metadata read of the whole tensor that copies nothing",
+                find='''    x = images[torch.as_tensor(np.asarray(train_idx), dtype=torch.long)].to(torch.float64)
+    mean = x.mean(dim=(0, 2, 3))
+    std = x.std(dim=(0, 2, 3), correction=0)
+    return mean.to(images.dtype), std.to(images.dtype)''',
+                replace='''    out_dtype = images.dtype if images.is_floating_point() else torch.float32   # uint8 images: float statistics
+    x = images[torch.as_tensor(np.asarray(train_idx), dtype=torch.long)].to(torch.float64)
+    mean = x.mean(dim=(0, 2, 3))
+    std = x.std(dim=(0, 2, 3), correction=0)
+    return mean.to(out_dtype), std.to(out_dtype)'''),
 ]

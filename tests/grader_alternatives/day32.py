@@ -436,4 +436,12 @@ def export_onnx(model: nn.Module, images: torch.Tensor, path) -> dict:
     path.write_text("\\n\\n".join(sections) + "\\n")
     return path
 '''),
+    Alternative(
+        cell="day32_write_report",
+        why="the class table written without outer pipes (class | recall | support), as the exercise text writes "
+            "it: valid Markdown",
+        find='''"| class | recall | support |", "|---|---|---|"]
+    lines += [f"| {i} | {r:.4f} | {int(s)} |" for i, (r, s) in enumerate(zip(recall, support))]''',
+        replace='''"class | recall | support", "--- | --- | ---"]
+    lines += [f"{i} | {r:.4f} | {int(s)}" for i, (r, s) in enumerate(zip(recall, support))]'''),
 ]

@@ -35,14 +35,15 @@ MUTANTS = [
            why="the lines are collected into a list before the first row is parsed, which blocks on a live stream",
            caught_by="day02_parse_query_gpu_csv_tests"),
     Mutant(cell="day02_busy_fraction",
-           find="busy = sum(t1 - t0 for t0, t1, u in zip(t_s[:-1], t_s[1:], util_pct[:-1]) if u >= threshold)\n"
+           find="busy = sum(t1 - t0 for t0, t1, u in zip(t_s[:-1], t_s[1:], util_pct[1:]) if u >= threshold)\n"
                 "    return busy / total",
-           replace="return sum(u >= threshold for u in util_pct[:-1]) / (len(util_pct) - 1)",
+           replace="return sum(u >= threshold for u in util_pct[1:]) / (len(util_pct) - 1)",
            why="the share of samples, not of time: a burst of close samples outweighs a long idle stretch",
            caught_by="day02_busy_fraction_tests"),
     Mutant(cell="day02_busy_fraction",
-           find="util_pct[:-1]) if u >= threshold)", replace="util_pct[1:]) if u >= threshold)",
-           why="each value held over the interval before it instead of after it (off by one sample)",
+           find="util_pct[1:]) if u >= threshold)", replace="util_pct[:-1]) if u >= threshold)",
+           why="each value held over the interval after it: a reading that averages the time before it (psutil, "
+               "NVML) is credited to the next interval, and a late sample's long gap to the busy reading before it",
            caught_by="day02_busy_fraction_tests"),
     Mutant(cell="day02_busy_fraction",
            find="if u >= threshold)", replace="if u > threshold)",

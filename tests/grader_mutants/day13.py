@@ -60,4 +60,14 @@ MUTANTS = [
            replace="    stage_forward(m, x, count).sum().backward()     # a whole probe step\n",
            why="counted the stages' FLOPs in a probe step with a backward pass (it adds to the parameters' .grad)",
            caught_by="day13_choose_checkpoints_tests"),
+    Mutant(cell="day13_choose_checkpoints",
+           find="    try:\n        return _cheapest_fit(m, x, budget_bytes)\n    finally:\n"
+                "        with torch.no_grad():\n            for name, b in m.named_buffers():\n"
+                "                b.copy_(buffers[name])\n        m.train(was_training)\n",
+           replace="    chosen = _cheapest_fit(m, x, budget_bytes)\n    with torch.no_grad():\n"
+                   "        for name, b in m.named_buffers():\n            b.copy_(buffers[name])\n"
+                   "    m.train(was_training)\n    return chosen\n",
+           why="restored the buffers and the mode on a normal return only (no finally): a call that raises "
+               "ValueError leaves the probe passes' BatchNorm statistics and training mode behind",
+           caught_by="day13_choose_checkpoints_tests"),
 ]

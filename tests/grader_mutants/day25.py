@@ -77,4 +77,9 @@ MUTANTS = [
            find="x.contiguous(memory_format=torch.channels_last)", replace="x.contiguous()",
            why="contiguous() without a memory format makes the input NCHW, the opposite of the goal",
            caught_by="day25_channels_last_model_tests"),
+    Mutant(cell="day25_foreach_sgd_step",
+           find="        d = torch._foreach_add(gs, ps, alpha=weight_decay)\n",
+           replace="        torch._foreach_add_(gs, ps, alpha=weight_decay)\n        d = gs\n",
+           why="adds the weight decay into the caller's gradients in place (torch.optim.SGD never changes .grad)",
+           caught_by="day25_foreach_sgd_step_tests"),
 ]

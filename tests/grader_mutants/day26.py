@@ -134,4 +134,18 @@ MUTANTS = [
            replace="dtype=torch.bfloat16, ",
            why="autocasts to bf16 whatever amp_dtype says (only whether it is None is read)",
            caught_by="day26_train_step_tests"),
+    Mutant(cell="day26_train_step",
+           find="    optimizer.zero_grad(set_to_none=True)\n    with torch.autocast(images.device.type, "
+                "dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):\n"
+                "        loss = loss_fn(model(images), targets)\n",
+           replace="    with torch.autocast(images.device.type, dtype=amp_dtype or torch.float32, "
+                   "enabled=amp_dtype is not None):\n        loss = loss_fn(model(images), targets)\n"
+                   "    optimizer.zero_grad(set_to_none=True)\n",
+           why="zeroed the gradients after the forward pass: the stale ones stay allocated through it",
+           caught_by="day26_train_step_tests"),
+    Mutant(cell="day26_train_step", find="optimizer.zero_grad(set_to_none=True)",
+           replace="optimizer.zero_grad(set_to_none=False)",
+           why="zeroed the gradients in place instead of freeing them (set_to_none=False): a gradient's worth of "
+               "zeros stays allocated through the forward pass",
+           caught_by="day26_train_step_tests"),
 ]

@@ -123,4 +123,14 @@ MUTANTS = [
            replace="",
            why="an empty loader divides by zero instead of raising ValueError",
            caught_by="day28_evaluate_tests"),
+    Mutant(cell="day28_evaluate",
+           find="cm = torch.zeros(num_classes * num_classes, dtype=torch.int64, device=device)",
+           replace="cm = torch.zeros(num_classes * num_classes, dtype=torch.int64)",
+           why="creates the confusion matrix on the CPU, not on the model's device (invisible on a CPU; on a GPU "
+               "it counts CUDA predictions)",
+           caught_by="day28_evaluate_tests"),
+    Mutant(cell="day28_evaluate",
+           find="loss_sum = torch.zeros((), device=device)", replace="loss_sum = torch.zeros(())",
+           why="creates the loss total on the CPU, not on the model's device (invisible on a CPU)",
+           caught_by="day28_evaluate_tests"),
 ]

@@ -78,4 +78,8 @@ MUTANTS = [
            find="onnx.checker.check_model(str(path), full_check=True)", replace="onnx.checker.check_model(str(path))",
            why="checks without full_check: no shape inference, so inconsistent shapes pass",
            caught_by="day30_export_onnx_tests"),
+    Mutant(cell="day30_export_onnx",
+           find="        model.train(was_training)", replace="        model.train()",
+           why="puts the model in train mode on the way out, whatever mode it came in",
+           caught_by="day30_export_onnx_tests"),
 ]

@@ -214,4 +214,18 @@ MUTANTS = [
            replace="torch.autocast(device.type)",
            why="autocast without dtype=amp_dtype: the device's default (bf16 on a CPU, fp16 on CUDA) whatever amp_dtype says",
            caught_by="day32_train_step_group_tests"),
+    Mutant(cell="day32_train_step_group",
+           find="        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)\n", replace="",
+           why="never moves the CPU micro-batches to the device (invisible on a CPU, a crash on the first GPU)",
+           caught_by="day32_train_step_group_tests"),
+    Mutant(cell="day32_evaluate_export",
+           find="logits.append(model(x.to(device)).float().cpu())", replace="logits.append(model(x).float().cpu())",
+           why="evaluate never moves the batches to the device (invisible on a CPU, a crash on the first GPU)",
+           caught_by="day32_evaluate_export_tests"),
+    Mutant(cell="day32_evaluate_export",
+           find="logits.append(model(x.to(device)).float().cpu())",
+           replace="logits.append(model(x.to(device)).float())",
+           why="evaluate keeps the logits on the device: the contract's CPU logits (and the CPU targets) meet device "
+               "predictions on a GPU",
+           caught_by="day32_evaluate_export_tests"),
 ]
