@@ -120,4 +120,15 @@ ALTERNATIVES = [
     scaler.update()
     return loss.detach().float().item(), total.item()
 '''),
+    Alternative(cell="day11_amp_train_step",
+                why="the loss module nn.CrossEntropyLoss, imported by name, inside the block (the loss's "
+                    "log_softmax is watched below autocast, whatever spelling reaches it)",
+                find="        loss = nn.functional.cross_entropy(model(x), y)\n",
+                replace="        from torch.nn import CrossEntropyLoss\n        loss = CrossEntropyLoss()(model(x), y)\n"),
+    Alternative(cell="day11_amp_train_step",
+                why="the forward under autocast, the loss after it on logits cast to fp32 (what autocast's fp32 "
+                    "list does for cross_entropy)",
+                find="        loss = nn.functional.cross_entropy(model(x), y)\n    scaler.scale(loss).backward()\n",
+                replace="        logits = model(x)\n    loss = nn.functional.cross_entropy(logits.float(), y)\n"
+                        "    scaler.scale(loss).backward()\n"),
 ]

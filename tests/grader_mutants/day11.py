@@ -66,4 +66,9 @@ MUTANTS = [
            replace="        for group in optimizer.param_groups[:1]:\n",
            why="unscaled and checked only the first parameter group (a weight-decay split steps the rest S times too far)",
            caught_by="day11_manual_scaler_tests"),
+    Mutant(cell="day11_amp_train_step",
+           find="        loss = nn.functional.cross_entropy(model(x), y)\n    scaler.scale(loss).backward()\n",
+           replace="        logits = model(x)\n    loss = nn.functional.cross_entropy(logits, y)\n    scaler.scale(loss).backward()\n",
+           why="computed the loss after leaving the autocast block: a 16-bit loss from 16-bit logits",
+           caught_by="day11_amp_train_step_tests"),
 ]

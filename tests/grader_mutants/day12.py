@@ -59,4 +59,9 @@ MUTANTS = [
            replace="        with torch.autocast(device_type=x.device.type):\n",
            why="autocast without dtype=amp_dtype: the device's default (bf16 on a CPU, fp16 on CUDA) whatever amp_dtype says",
            caught_by="day12_train_epoch_accumulated_tests"),
+    Mutant(cell="day12_train_epoch_accumulated",
+           find="            loss = nn.functional.cross_entropy(model(x), y) / divisor\n",
+           replace="            logits = model(x)\n        loss = nn.functional.cross_entropy(logits, y) / divisor\n",
+           why="computed the loss after leaving the autocast block: a 16-bit loss from 16-bit logits",
+           caught_by="day12_train_epoch_accumulated_tests"),
 ]
