@@ -1,9 +1,11 @@
 """How long a GPU was busy while a block of code ran, from the kernels the profiler recorded.
 
-A wall clock around GPU work measures the host's view: launch, wait, read back. What "GPU-Util" means is the share
-of time during which *at least one* kernel, copy or memset ran on the device. The profiler records each of those
-(CUPTI activity records: start and end on the GPU's clock), so their union over a block of code is the device's busy
-time, and the rest of the block is idle time. :func:`device_busy` measures it on CUDA; :func:`busy_us_of_events` is
+A wall clock around GPU work measures the host's view: launch, wait, read back. The device's own view is its busy
+time: the share of time during which *at least one* kernel, copy or memset ran on it. The profiler records each of
+those (CUPTI activity records: start and end on the GPU's clock), so their union over a block of code is the
+device's busy time, and the rest of the block is idle time. nvidia-smi's "GPU-Util" counts kernels only
+(``torch.cuda.utilization``), so where copies run with no kernel beside them (a data-bound loop) this busy time reads
+higher than GPU-Util. :func:`device_busy` measures it on CUDA; :func:`busy_us_of_events` is
 the arithmetic, on the profiler's ``FunctionEvent`` list, and is what the CPU tests exercise with simulated events.
 
 The GPU mirrors of ``record_function`` ranges (device type CUDA, ``is_user_annotation``) span the kernels of a range

@@ -20,8 +20,9 @@ The knobs:
   compute capability >= 8.0 (Ampere); on older GPUs and on CPUs the switches change nothing.
 - ``channels_last``: NHWC memory format for 4-D activations and conv weights; tensor cores (compute capability
   >= 7.0) read NHWC natively, so NCHW costs transposes. Only for convolutional models.
-- ``optimizer_impl``: ``"fused"`` (one kernel for the whole update; CUDA, and CPU since PyTorch 2.4), ``"foreach"`` (multi-tensor ops, fewer
-  launches) or ``"for-loop"`` (one small op per parameter and per step of the formula).
+- ``optimizer_impl``: ``"fused"`` (the whole update's arithmetic in one kernel per launch; CUDA, and CPU since
+  PyTorch 2.4), ``"foreach"`` (multi-tensor ops, fewer launches) or ``"for-loop"`` (one small op per parameter and
+  per step of the formula).
 - ``pin_memory``: page-locked host buffers in the DataLoader, which make ``.to(device, non_blocking=True)`` a real
   asynchronous copy. Needs CUDA; without an accelerator torch ignores it with a warning.
 - ``set_to_none``: ``optimizer.zero_grad(set_to_none=True)``; the default since PyTorch 2.0 on every device.

@@ -41,7 +41,7 @@ TECHNIQUES: dict[str, tuple[dict[str, Any], str]] = {
     "fp16": ({"amp": "fp16"}, "fp16 autocast with a GradScaler"),
     "channels_last": ({"channels_last": True}, "channels_last (NHWC) weights and inputs"),
     "cudnn_benchmark": ({"cudnn_benchmark": True}, "cuDNN autotuning of every convolution (cudnn.benchmark)"),
-    "fused_optimizer": ({"optimizer_impl": "fused"}, "fused SGD: one kernel for the whole update"),
+    "fused_optimizer": ({"optimizer_impl": "fused"}, "fused SGD: the update's arithmetic in one kernel per launch"),
     "accumulation": ({"accumulation_steps": 4}, "gradient accumulation: 4 micro-batches per optimizer step"),
     "checkpointing": ({"checkpoint_stages": ("layer3",)}, "activation checkpointing of layer3 (conv4_x)"),
     "compile": ({"compile": "default"}, "torch.compile (default mode)"),
