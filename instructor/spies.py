@@ -9,24 +9,29 @@ autocast (its value differs in the third digit). The hidden tests of several day
     assert all(was_moved(moves, x, device) for x, _ in batches), "move each batch to the model's device"
 
     from instructor.spies import recording_op_dtypes
-    with recording_op_dtypes({"_log_softmax"}) as ops:
+    with recording_op_dtypes({"nll_loss_forward"}) as ops:
         amp_train_step(...)
-    assert ops == [("_log_softmax", torch.float32)], "compute the loss inside the autocast block"
+    assert ops == [("nll_loss_forward", torch.float32)], "compute the loss inside the autocast block"
+
+A test that watches a library function by replacing it must also reach an answer that imported it by name
+(``from os import fsync``): :func:`replacing` does both.
 
 Instructor tooling, like the rest of ``instructor``: hidden tests run only when an instructor autogrades, where this
 package is installed (``pyproject.toml``); the learner release leaves it out.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Any, Iterator
+import inspect
+import types
+from contextlib import ExitStack, contextmanager
+from typing import Any, Callable, Iterator
 from unittest import mock
 
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["recording_moves", "same_device", "was_moved", "recording_op_dtypes"]
+__all__ = ["recording_moves", "same_device", "was_moved", "recording_op_dtypes", "replacing"]
 
 Move = tuple[Any, torch.device]
 
@@ -109,14 +114,60 @@ class _OpDtypes(TorchDispatchMode):
 
 @contextmanager
 def recording_op_dtypes(names: set[str] | list[str] | tuple[str, ...]) -> Iterator[list[tuple[str, torch.dtype]]]:
-    """Record each call of the named ATen ops (e.g. ``"_log_softmax"``) with its first tensor input's dtype.
+    """Record each call of the named ATen ops (e.g. ``"nll_loss_forward"``) with its first tensor input's dtype.
 
     The ops are seen below autocast, so the dtype is the one the op ran in, whatever Python spelling reached it
-    (``F.cross_entropy``, ``nn.CrossEntropyLoss``, a function imported by name). Names are ATen overload packets,
-    without ``aten.`` or an overload suffix.
+    (``F.cross_entropy``, ``nn.CrossEntropyLoss``, ``F.nll_loss(F.log_softmax(...))``, a function imported by name).
+    Names are ATen overload packets, without ``aten.`` or an overload suffix. Pick an op every correct spelling
+    reaches: on the CPU ``log_softmax`` alone is not on autocast's fp32 list, ``nll_loss`` is. Only this process's
+    ops are seen (not a worker's).
     """
     if isinstance(names, str):
         raise TypeError(f"names must be a collection of op names, not the string {names!r}: write {{{names!r}}}")
     seen: list[tuple[str, torch.dtype]] = []
     with _OpDtypes(set(names), seen):
         yield seen
+
+
+def _global_names_read(answer: types.FunctionType) -> set[str]:
+    """Global names the answer's code reads: its own, its nested functions', and those of the functions it calls
+    that live in the same namespace (a helper the learner wrote beside it)."""
+    namespace, names, seen, codes = answer.__globals__, set(), {answer}, [answer.__code__]
+    while codes:
+        code = codes.pop()
+        codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        for name in code.co_names:
+            names.add(name)
+            obj = namespace.get(name)
+            if isinstance(obj, types.FunctionType) and obj.__globals__ is namespace and obj not in seen:
+                seen.add(obj)
+                codes.append(obj.__code__)
+    return names
+
+
+@contextmanager
+def replacing(answer: Callable, *patches: tuple[Any, str, Any]) -> Iterator[None]:
+    """While active, replace ``module.name`` by ``fake`` for each ``(module, name, fake)``, and every global name the
+    answer's code reads that is bound to the same object (``from os import fsync``, ``from torch import save as s``).
+
+    Only names the answer reads are swapped, so a test's own reference to the real function (``_real_save =
+    torch.save``, called inside the fake) stays real. Everything is restored on exit, also when the answer raises.
+    """
+    answer = inspect.unwrap(answer)              # a decorated answer (@torch.no_grad()): the learner's own function
+    if not isinstance(answer, types.FunctionType):
+        raise TypeError("answer must be the learner's function (its globals are searched), "
+                        f"not {type(answer).__name__}")
+    namespace, read = answer.__globals__, _global_names_read(answer)
+    swapped: dict[str, Any] = {}
+    with ExitStack() as stack:
+        try:
+            for module, name, fake in patches:
+                real = getattr(module, name)
+                stack.enter_context(mock.patch.object(module, name, fake))
+                for key in read:
+                    if key in namespace and namespace[key] is real:
+                        swapped.setdefault(key, real)
+                        namespace[key] = fake
+            yield
+        finally:
+            namespace.update(swapped)

@@ -3,7 +3,7 @@ import pytest
 import torch
 from torch import nn
 
-from instructor.spies import recording_moves, recording_op_dtypes, same_device, was_moved
+from instructor.spies import recording_moves, recording_op_dtypes, replacing, same_device, was_moved
 
 
 def test_recording_moves_sees_each_spelling_of_a_device_move_and_nothing_else():
@@ -63,3 +63,69 @@ def test_recording_op_dtypes_refuses_a_bare_string():
     with pytest.raises(TypeError, match="collection of op names"):
         with recording_op_dtypes("_log_softmax"):
             pass
+
+
+def _answer_namespace(source: str) -> dict:
+    namespace: dict = {}
+    exec(source, namespace)          # a learner's cell: its own globals, as a notebook has
+    return namespace
+
+
+def test_replacing_reaches_a_name_the_answer_imported_and_leaves_the_tests_own_reference_real():
+    import os
+    ns = _answer_namespace(
+        "import os\nfrom os import getcwd\nfrom os import getcwd as cwd\n"
+        "def helper():\n    return cwd()\n"
+        "def answer():\n    return (os.getcwd(), getcwd(), helper())\n")
+    ns["_real_getcwd"] = os.getcwd                       # the test's own handle, never read by the answer
+    with replacing(ns["answer"], (os, "getcwd", lambda: "fake")):
+        assert ns["answer"]() == ("fake", "fake", "fake")
+        assert ns["_real_getcwd"] is not None and ns["_real_getcwd"]() != "fake"
+    assert ns["answer"]()[1] != "fake" and os.getcwd() != "fake", "everything restored on exit"
+
+
+def test_replacing_restores_when_the_answer_raises_and_refuses_a_non_function():
+    import os
+    ns = _answer_namespace("from os import getcwd\ndef answer():\n    getcwd()\n    raise KeyError('boom')\n")
+    real = ns["getcwd"]
+    with pytest.raises(KeyError):
+        with replacing(ns["answer"], (os, "getcwd", lambda: "fake")):
+            ns["answer"]()
+    assert ns["getcwd"] is real and os.getcwd is real
+    with pytest.raises(TypeError, match="learner's function"):
+        with replacing(len, (os, "getcwd", lambda: "fake")):
+            pass
+
+
+def test_learner_copies_never_import_the_instructor_package():
+    # The learner release has no instructor/ folder: a spy imported outside a hidden test would fail at home.
+    import json
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    offenders = []
+    for notebook in sorted((root / "days").glob("day*/*.ipynb")):
+        for cell in json.loads(notebook.read_text())["cells"]:
+            if "instructor" in "".join(cell["source"]) and cell["cell_type"] == "code":
+                offenders.append(f"{notebook.relative_to(root)}:{cell.get('id')}")
+    assert not offenders, f"move these imports of instructor below ### BEGIN HIDDEN TESTS: {offenders}"
+
+
+def test_nll_loss_is_the_op_every_spelling_of_the_loss_reaches_in_fp32_inside_autocast():
+    torch.manual_seed(0)
+    model, x, y = nn.Linear(8, 4), torch.randn(6, 8), torch.randint(0, 4, (6,))
+    spellings = [lambda: nn.functional.cross_entropy(model(x), y),
+                 lambda: nn.functional.nll_loss(nn.functional.log_softmax(model(x), dim=1), y)]
+    for loss in spellings:
+        with recording_op_dtypes({"nll_loss_forward"}) as ops:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                value = loss()
+        assert ops == [("nll_loss_forward", torch.float32)] and value.dtype == torch.float32
+
+
+def test_replacing_sees_through_a_decorated_answer():
+    import os
+    ns = _answer_namespace("import torch\nfrom os import getcwd\n"
+                           "@torch.no_grad()\ndef answer():\n    return getcwd()\n")
+    with replacing(ns["answer"], (os, "getcwd", lambda: "fake")):
+        assert ns["answer"]() == "fake"
+    assert ns["answer"]() != "fake"

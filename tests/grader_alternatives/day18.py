@@ -71,4 +71,19 @@ FIXED_SCRIPT = "\\n".join(fixed) + "\\n"
     dist.all_reduce(totals)
     return float(totals[0] / totals[1])
 '''),
+    Alternative(cell="day18_evaluate_sharded", why="all_reduce imported by name from torch.distributed at the top "
+                "of the cell (the test watches the answer's own names as well as the module's)",
+                source='''from torch.distributed import all_reduce, get_rank, get_world_size
+
+
+def evaluate_sharded(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
+    rank, world_size = get_rank(), get_world_size()
+    mine = torch.arange(rank, len(images), world_size)
+    model.eval()
+    with torch.no_grad():
+        predictions = model(images[mine]).argmax(dim=1)
+    counts = torch.tensor([(predictions == labels[mine]).sum().item(), len(mine)], dtype=torch.float64)
+    all_reduce(counts)
+    return (counts[0] / counts[1]).item()
+'''),
 ]

@@ -444,4 +444,51 @@ def export_onnx(model: nn.Module, images: torch.Tensor, path) -> dict:
     lines += [f"| {i} | {r:.4f} | {int(s)} |" for i, (r, s) in enumerate(zip(recall, support))]''',
         replace='''"class | recall | support", "--- | --- | ---"]
     lines += [f"{i} | {r:.4f} | {int(s)}" for i, (r, s) in enumerate(zip(recall, support))]'''),
+    Alternative(
+        cell="day32_checkpoint",
+        why="torch.save and os.fsync imported by name (from torch import save; from os import fsync), RNG states "
+            "under keys of its own",
+        source='''from os import fsync
+
+from torch import save
+
+
+def save_checkpoint(path, model, optimizer, scheduler, scaler, step: int, extra: dict | None = None) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+             "scaler": scaler.state_dict() if scaler is not None else None, "cpu_rng": torch.get_rng_state(),
+             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+             "step": step, "extra": extra or {}}
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        with open(tmp, "wb") as f:
+            save(state, f)
+            f.flush()
+            fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if os.name == "posix":
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            fsync(folder)
+        finally:
+            os.close(folder)
+    return path
+
+
+def load_checkpoint(path, model, optimizer, scheduler, scaler) -> dict:
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    if scaler is not None and state["scaler"] is not None:
+        scaler.load_state_dict(state["scaler"])
+    torch.set_rng_state(state["cpu_rng"])
+    for i, rng in enumerate(state["cuda_rng"][:torch.cuda.device_count()]):
+        torch.cuda.set_rng_state(rng, i)
+    return {"step": state["step"], "extra": state["extra"]}
+'''),
 ]

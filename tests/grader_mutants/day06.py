@@ -63,4 +63,12 @@ MUTANTS = [
            replace="    model.train(modes[model])\n",
            why="restored the model's own mode with model.train(was_training), which wakes up a frozen BatchNorm",
            caught_by="day06_evaluate_tests"),
+    Mutant(cell="day06_train_one_epoch", find="    return total_loss / seen, correct / seen",
+           replace="    return total_loss / len(loader.dataset), correct / len(loader.dataset)",
+           why="divided by len(loader.dataset): a loader with drop_last=True (or a sampler) yields fewer samples",
+           caught_by="day06_train_one_epoch_tests"),
+    Mutant(cell="day06_evaluate", find="    return total_loss / seen, correct / seen",
+           replace="    return total_loss / len(loader.dataset), correct / len(loader.dataset)",
+           why="divided by len(loader.dataset) in evaluation: a drop_last loader's missing samples count as wrong",
+           caught_by="day06_evaluate_tests"),
 ]

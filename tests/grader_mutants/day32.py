@@ -228,4 +228,14 @@ MUTANTS = [
            why="evaluate keeps the logits on the device: the contract's CPU logits (and the CPU targets) meet device "
                "predictions on a GPU",
            caught_by="day32_evaluate_export_tests"),
+    Mutant(cell="day32_evaluate_export",
+           find="            logits.append(model(x.to(device)).float().cpu())\n            targets.append(torch.as_tensor(y).long())\n",
+           replace="            x, y = x.to(device), y.to(device)\n            logits.append(model(x).float())\n            targets.append(y.long())\n",
+           why="moves the labels to the device too and never brings the logits back: on a GPU it returns CUDA logits",
+           caught_by="day32_evaluate_export_tests"),
+    Mutant(cell="day32_fit",
+           find="            pending.append({\"step\": step, \"epoch\": epoch, **out})\n",
+           replace="            pending.append({\"step\": step, \"epoch\": epoch + 1, **out})\n",
+           why="logs each step's epoch counted from 1 (the validation entries' e + 1), not e",
+           caught_by="day32_fit_tests"),
 ]
