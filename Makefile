@@ -63,7 +63,7 @@ lab: setup workspace
 		$(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
 ## Your own copy of the course (git ignores it): new days are copied in, days the course updated are brought in with
-## your answers carried over (your previous notebook is kept in workspace/.previous/), nothing is deleted
+## your answers carried over (your previous notebook is kept in workspace/previous/), nothing is deleted
 ## (tools/workspace.py).
 workspace:
 	@$(SETUP_PYTHON) tools/workspace.py sync --workspace "$(WORKSPACE)"

@@ -58,7 +58,7 @@ def test_an_untouched_copy_takes_the_update_and_a_saved_answer_is_never_lost(tmp
     assert report.merged == ["day07/day07.ipynb"]
     assert source_of(mine, "day07_fit") == "def fit():\n    return 42", "the answer is carried into the update"
     assert "clearer" in "".join(json.loads(mine.read_text())["cells"][0]["source"])
-    previous = work / ".previous" / "day07-19700101-000000.ipynb"
+    previous = work / "previous" / "day07-19700101-000000.ipynb"
     assert source_of(previous, "day07_fit") == "def fit():\n    return 42", "the old notebook is kept as it was"
     assert any("your answers are in the new version" in line for line in report.lines(work))
     # a second update, the merged copy untouched since: the answer must survive again
@@ -92,7 +92,7 @@ def test_files_the_learner_made_and_unreadable_notebooks_are_left_alone(tmp_path
     assert len(updates) == 1
     assert "not a readable notebook" in " ".join(report.lines(work))
     # The learner starts working in the update; later syncs of the same release, and of a newer one, never write
-    # over it, and no broken copies pile up in .previous/.
+    # over it, and no broken copies pile up in previous/.
     updates[0].write_text("my work in the update")
     ws.sync(days, work)
     write(days / "day07" / "day07.ipynb", notebook(prose="newer"))

@@ -11,7 +11,7 @@ opens that copy. Running it again brings in what changed upstream without touchi
   - if the learner never saved it, it is replaced by the new version;
   - otherwise the new version is written with the learner's answers carried over (every cell nbgrader marks as a
     solution, matched by its ``grade_id``), and the learner's previous notebook is kept, unchanged, under
-    ``workspace/.previous/`` (answers to exercises the new version no longer has stay only there, and are named);
+    ``workspace/previous/`` (answers to exercises the new version no longer has stay only there, and are named);
 - a notebook that is no longer readable JSON (a broken save) is left as it is, and the new version is written beside
   it under a new name (``*.course-update-<time>.ipynb``), once per release;
 - nothing in the workspace is ever deleted, and a file the course never had is left alone.
@@ -36,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STATE = ".course.json"
-PREVIOUS = ".previous"
+PREVIOUS = "previous"        # visible: JupyterLab neither lists nor opens a folder whose name starts with a dot
 
 
 @dataclass
