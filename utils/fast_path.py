@@ -104,7 +104,7 @@ def plan_fast_path(device_type: str, compute_capability: tuple[int, int] | None 
         plan["channels_last"] = FastPathDecision(True, "tensor cores read NHWC natively: no transposes per conv")
 
     if cuda:
-        plan["optimizer_impl"] = FastPathDecision("fused", "CUDA: one fused kernel for the whole update")
+        plan["optimizer_impl"] = FastPathDecision("fused", "CUDA: the update's arithmetic in one kernel per launch")
     elif device_type == "cpu":
         plan["optimizer_impl"] = FastPathDecision("fused", "CPU: fused Adam/AdamW/SGD kernels exist since PyTorch "
                                                            "2.4 (one vectorised loop per tensor)")
