@@ -122,7 +122,7 @@ ALTERNATIVES = [
 '''),
     Alternative(cell="day11_amp_train_step",
                 why="the loss module nn.CrossEntropyLoss, imported by name, inside the block (the loss's "
-                    "log_softmax is watched below autocast, whatever spelling reaches it)",
+                    "nll_loss is watched below autocast, whatever spelling reaches it)",
                 find="        loss = nn.functional.cross_entropy(model(x), y)\n",
                 replace="        from torch.nn import CrossEntropyLoss\n        loss = CrossEntropyLoss()(model(x), y)\n"),
     Alternative(cell="day11_amp_train_step",
@@ -131,4 +131,9 @@ ALTERNATIVES = [
                 find="        loss = nn.functional.cross_entropy(model(x), y)\n    scaler.scale(loss).backward()\n",
                 replace="        logits = model(x)\n    loss = nn.functional.cross_entropy(logits.float(), y)\n"
                         "    scaler.scale(loss).backward()\n"),
+    Alternative(cell="day11_amp_train_step",
+                why="nll_loss of log_softmax inside the block: the same cross-entropy (log_softmax alone runs in bf16 "
+                    "on the CPU, nll_loss in fp32)",
+                find="        loss = nn.functional.cross_entropy(model(x), y)\n",
+                replace="        loss = nn.functional.nll_loss(nn.functional.log_softmax(model(x), dim=1), y)\n"),
 ]

@@ -103,4 +103,9 @@ ALTERNATIVES = [
         asked += 1
     return asked
 '''),
+    Alternative(cell="day12_train_epoch_accumulated",
+                why="nll_loss of log_softmax inside the block: the same cross-entropy (log_softmax alone runs in bf16 "
+                    "on the CPU, nll_loss in fp32)",
+                find="            loss = nn.functional.cross_entropy(model(x), y) / divisor\n",
+                replace="            loss = nn.functional.nll_loss(nn.functional.log_softmax(model(x), dim=1), y) / divisor\n"),
 ]

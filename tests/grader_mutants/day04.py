@@ -91,4 +91,19 @@ MUTANTS = [
            replace="identity = x if self.downsample is None else self.downsample(self.relu(x))",
            why="the projection shortcut sees a ReLU of the input (torchvision's sees the block input itself)",
            caught_by="day04_bottleneck_tests"),
+    Mutant(cell="day04_bottleneck",
+         find="if stride != 1 or in_channels != out_channels:", replace="if in_channels != out_channels:",
+         why="a projection only when the channels change: a strided block whose channels stay the same has none",
+         caught_by="day04_bottleneck_tests"),
+    Mutant(cell="day04_bottleneck",
+         find="return self.relu(out + identity)", replace="identity += out\n        return self.relu(identity)",
+         why="the residual added into the shortcut in place: an identity block overwrites its own input, which "
+             "conv1's backward needs",
+         caught_by="day04_bottleneck_tests"),
+    Mutant(cell="day04_conv2d_flops",
+         find="    for size, k, s, p, d in zip(input_hw, conv.kernel_size, conv.stride, conv.padding, conv.dilation):\n",
+         replace="    for size, k, s, p in zip(input_hw, conv.kernel_size, conv.stride, conv.padding):\n"
+                 "        d = conv.dilation[0]\n",
+         why="the first dimension's dilation used for both: a layer dilated differently in H and W is miscounted",
+         caught_by="day04_conv2d_flops_tests"),
 ]

@@ -77,4 +77,16 @@ MUTANTS = [
            why="a fresh generator with the same seed for every class, made by a default_rng imported by name at the "
                "top of the cell (the counter that patches np.random.default_rng does not see it)",
            caught_by="day05_stratified_split_tests"),
+    Mutant(cell="day05_stratified_split",
+         find="def stratified_three_way_split(labels, val_fraction: float, test_fraction: float, seed: int = 0):\n"
+              "    ### BEGIN SOLUTION\n    labels = np.asarray(labels)\n    rng = np.random.default_rng(seed)\n"
+              "    train, val, test = [], [], []\n    for c in np.unique(labels):\n",
+         replace="from numpy.random import default_rng\n\n\n"
+                 "def stratified_three_way_split(labels, val_fraction: float, test_fraction: float, seed: int = 0):\n"
+                 "    ### BEGIN SOLUTION\n    labels = np.asarray(labels)\n"
+                 "    train, val, test = [], [], []\n    for c in np.unique(labels):\n"
+                 "        rng = default_rng([seed, int(c)])\n",
+         why="a generator per class seeded with (seed, class), made by a default_rng imported by name: classes "
+             "split differently, but not from one generator",
+         caught_by="day05_stratified_split_tests"),
 ]

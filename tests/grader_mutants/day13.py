@@ -70,4 +70,16 @@ MUTANTS = [
            why="restored the buffers and the mode on a normal return only (no finally): a call that raises "
                "ValueError leaves the probe passes' BatchNorm statistics and training mode behind",
            caught_by="day13_choose_checkpoints_tests"),
+    Mutant(cell="day13_choose_checkpoints",
+         find="    for _, names in options:\n        if saved_bytes(set(names)) <= budget_bytes:\n",
+         replace="    options = sorted(((len(n), saved_bytes(set(n)), n) for *_, n in options))\n"
+                 "    for *_, names in options:\n        if saved_bytes(set(names)) <= budget_bytes:\n",
+         why="checkpointed the fewest stages, the one that saves the most first: FLOPs never compared (at layer2's "
+             "bytes, layer1 alone fits too and recomputes more)",
+         caught_by="day13_choose_checkpoints_tests"),
+    Mutant(cell="day13_choose_checkpoints",
+         find='    options = sorted((sum(flops[n] for n in names), names)\n                     for r in range(len(RESIDUAL_STAGES) + 1) for names in itertools.combinations(RESIDUAL_STAGES, r))\n    for _, names in options:\n',
+         replace='    options = sorted((len(names), sum(flops[n] for n in names), names)\n                     for r in range(len(RESIDUAL_STAGES) + 1) for names in itertools.combinations(RESIDUAL_STAGES, r))\n    for *_, names in options:\n',
+         why="fewest stages first, FLOPs only to break ties: one expensive stage beats two cheap ones that fit",
+         caught_by="day13_choose_checkpoints_tests"),
 ]

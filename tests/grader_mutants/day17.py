@@ -140,4 +140,38 @@ MUTANTS = [
            why="copies the average back through reshape(-1): for a non-contiguous gradient (a channels_last "
                "convolution's) reshape returns a copy, so the average never reaches that gradient",
            caught_by="day17_average_gradients_tests"),
+    Mutant(cell="day17_average_gradients",
+         find=("    buckets, current, current_bytes = [], [], 0\n"
+               "    for grad in grads:                     # greedy, in order: close a bucket only when the next gradient won't fit\n"
+               "        nbytes = grad.numel() * grad.element_size()\n"
+               "        if current and bucket_cap_bytes is not None and current_bytes + nbytes > bucket_cap_bytes:\n"
+               "            buckets.append(current)\n"
+               "            current, current_bytes = [], 0\n"
+               "        current.append(grad)\n"
+               "        current_bytes += nbytes\n"
+               "    if current:\n"
+               "        buckets.append(current)\n"),
+         replace=("    buckets, sizes = [], []\n"
+                  "    for grad in grads:                     # first fit: the first bucket with room\n"
+                  "        nbytes = grad.numel() * grad.element_size()\n"
+                  "        for i in range(len(buckets)):\n"
+                  "            if bucket_cap_bytes is None or sizes[i] + nbytes <= bucket_cap_bytes:\n"
+                  "                buckets[i].append(grad)\n"
+                  "                sizes[i] += nbytes\n"
+                  "                break\n"
+                  "        else:\n"
+                  "            buckets.append([grad])\n"
+                  "            sizes.append(nbytes)\n"),
+         why="first-fit bin packing: a bucket gathers gradients that are not neighbours in model.parameters()",
+         caught_by="day17_average_gradients_tests"),
+    Mutant(cell="day17_average_gradients",
+         find="torch.cat([grad.reshape(-1) for grad in bucket])",
+         replace="torch.cat([grad.reshape(-1) for grad in bucket]).float()",
+         why="all-reduces in float32 whatever the gradients' dtype: bf16 gradients travel at twice their bytes",
+         caught_by="day17_average_gradients_tests"),
+    Mutant(cell="day17_ring_all_reduce",
+         find="incoming = torch.empty_like(chunks[recv])",
+         replace="incoming = torch.empty(chunks[recv].shape)",
+         why="a receive buffer in the default dtype (float32): a float64 or int64 tensor's messages do not fit it",
+         caught_by="day17_ring_all_reduce_tests"),
 ]

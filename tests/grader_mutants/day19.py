@@ -70,4 +70,9 @@ MUTANTS = [
            replace='    if "peer" in text:',
            why="any line that mentions a peer counts as a peer that exited",
            caught_by="day19_classify_failure_tests"),
+    Mutant(cell="day19_agree_to_stop",
+         find="flag = torch.tensor([1.0 if stop_here else 0.0], device=worker_device())",
+         replace="flag = torch.tensor([1.0 if stop_here else 0.0])",
+         why="the flag made on the CPU (no device=): right under gloo, refused by NCCL on a GPU",
+         caught_by="day19_agree_to_stop_tests"),
 ]

@@ -96,4 +96,33 @@ MUTANTS += [
            replace='''        spans = list((max(e["start_us"], start_us)''',
            why="merged the intervals in the order the trace lists them, without sorting them by start first",
            caught_by="day22_gpu_time_breakdown_tests"),
+    Mutant(cell="day22_gpu_time_breakdown",
+         find="    compute = covered({\"kernel\"})\n    busy = covered({\"kernel\", \"gpu_memcpy\", \"gpu_memset\"})\n",
+         replace=("    mem_union = covered({\"gpu_memcpy\", \"gpu_memset\"})\n"
+                  "    def clip(e):\n"
+                  "        return max(e[\"start_us\"], start_us), min(e[\"start_us\"] + e[\"dur_us\"], end_us)\n"
+                  "    overlap = 0.0\n"
+                  "    for k in events:\n"
+                  "        if k[\"cat\"] != \"kernel\":\n"
+                  "            continue\n"
+                  "        ks, kt = clip(k)\n"
+                  "        for c in events:\n"
+                  "            if c[\"cat\"] in (\"gpu_memcpy\", \"gpu_memset\"):\n"
+                  "                cs, ct = clip(c)\n"
+                  "                overlap += max(0.0, min(kt, ct) - max(ks, cs))\n"
+                  "    compute = covered({\"kernel\"})\n"
+                  "    busy = compute + mem_union - overlap\n"),
+         why="subtracted each kernel's overlap with the copies in turn: two kernels side by side beside a copy are "
+             "subtracted twice",
+         caught_by="day22_gpu_time_breakdown_tests"),
+    Mutant(cell="day22_gpu_time_breakdown",
+         find="    def covered(cats):\n        # The length of the union of the events' intervals, clipped to the window.\n",
+         replace=("    import math\n    def covered(cats):\n"
+                  "        ev = [(e[\"start_us\"], e[\"start_us\"] + e[\"dur_us\"]) for e in events if e[\"cat\"] in cats]\n"
+                  "        n = 0\n        for t in range(math.floor(start_us), math.ceil(end_us)):\n"
+                  "            if any(s <= t < u for s, u in ev):\n                n += 1\n        return float(n)\n"
+                  "    def covered_exact(cats):\n"
+                  "        # The length of the union of the events' intervals, clipped to the window.\n"),
+         why="counted whole microseconds on a 1 us grid: trace times are fractions of a microsecond",
+         caught_by="day22_gpu_time_breakdown_tests"),
 ]

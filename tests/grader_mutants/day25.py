@@ -82,4 +82,11 @@ MUTANTS = [
            replace="        torch._foreach_add_(gs, ps, alpha=weight_decay)\n        d = gs\n",
            why="adds the weight decay into the caller's gradients in place (torch.optim.SGD never changes .grad)",
            caught_by="day25_foreach_sgd_step_tests"),
+    Mutant(cell="day25_channels_last_model",
+         find="        return (x.contiguous(memory_format=torch.channels_last),) + tuple(args[1:])\n",
+         replace="        if x.is_contiguous():\n"
+                 "            return (x.contiguous(memory_format=torch.channels_last),) + tuple(args[1:])\n",
+         why="converted only contiguous (NCHW) inputs, taking every non-contiguous tensor for channels_last: a "
+             "strided batch in neither layout reaches the first convolution as it is",
+         caught_by="day25_channels_last_model_tests"),
 ]

@@ -148,4 +148,9 @@ MUTANTS = [
            why="zeroed the gradients in place instead of freeing them (set_to_none=False): a gradient's worth of "
                "zeros stays allocated through the forward pass",
            caught_by="day26_train_step_tests"),
+    Mutant(cell="day26_train_step",
+         find="        loss = loss_fn(model(images), targets)\n",
+         replace="        out = model(images)\n    loss = loss_fn(out, targets)\n",
+         why="computed the loss after leaving the autocast block: a 16-bit loss from 16-bit logits",
+         caught_by="day26_train_step_tests"),
 ]

@@ -133,4 +133,9 @@ MUTANTS = [
            find="loss_sum = torch.zeros((), device=device)", replace="loss_sum = torch.zeros(())",
            why="creates the loss total on the CPU, not on the model's device (invisible on a CPU)",
            caught_by="day28_evaluate_tests"),
+    Mutant(cell="day28_evaluate",
+         find="images, labels = images.to(device), labels.to(device).long()",
+         replace="images, labels = images.to(device), labels.long()",
+         why="moves the images but not the labels: passes on a CPU, fails on a GPU where the loss and the matrix meet CPU labels",
+         caught_by="day28_evaluate_tests"),
 ]
