@@ -64,7 +64,7 @@ def test_a_learners_answers_survive_a_course_update(tmp_path: Path):
     merged = json.loads(day07.read_text())
     assert "".join(solution_cell(merged)["source"]) == "# my answer\nx = 42\n", "the answer was lost"
     assert "A clearer sentence from the course." in "".join(merged["cells"][0]["source"])
-    assert list((clone / "workspace" / ".previous").glob("day07*.ipynb")), "the previous notebook is kept"
+    assert list((clone / "workspace" / "previous").glob("day07*.ipynb")), "the previous notebook is kept"
     assert run(["git", "status", "--porcelain"], clone) == "", "the learner's work shows up in git status"
     run(["make", "--no-print-directory", f"VENV={VENV}", *SKIP_SETUP, "test-fast", "PYTEST_WORKERS=1"], clone,
         timeout=900)
