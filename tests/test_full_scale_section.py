@@ -386,3 +386,16 @@ def test_recorded_techniques_report_shows_the_days_rows_and_says_when_a_recordin
     assert "NVIDIA H200" in text and "950" in text and "900" not in text and "partial" not in text
     write_recorded(tmp_path / "day14" / "gpu.json", {"what": "ResNet50", "rows": rows, "partial": True}, prov)
     assert "a partial recording" in recorded_techniques_report(["pinned"], root=tmp_path)
+
+
+def test_speed_word_is_one_band_rule_with_inclusive_edges_and_custom_words():
+    from utils.full_scale_section import SAME_SPEED, speed_word
+
+    assert speed_word(1.0) == "no clear change"
+    assert speed_word(1 + SAME_SPEED) == speed_word(1 - SAME_SPEED) == "no clear change"   # the edges count as noise
+    assert speed_word(1.06) == "faster" and speed_word(0.94) == "slower"
+    assert speed_word(1.2, 0.25) == "no clear change" and speed_word(1.3, 0.25) == "faster"  # a wider band of noise
+    assert speed_word(0.5, faster="helps", same="same", slower="hurts") == "hurts"
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="positive ratio"):
+            speed_word(bad)

@@ -105,6 +105,15 @@ def compare_full_scale(results: Sequence[FullScaleResult]) -> str:
 SAME_SPEED = 0.05
 
 
+def speed_word(ratio: float, band: float = SAME_SPEED, *, faster: str = "faster", same: str = "no clear change",
+               slower: str = "slower") -> str:
+    """``faster`` when ``ratio`` (new speed / old speed, unitless) exceeds ``1 + band``, ``slower`` below ``1 - band``,
+    else ``same``: the one rule every verdict on a pair of single runs uses."""
+    if not ratio > 0 or not band >= 0:
+        raise ValueError(f"speed_word needs a positive ratio and a band >= 0, got ratio={ratio!r}, band={band!r}")
+    return faster if ratio > 1 + band else slower if ratio < 1 - band else same
+
+
 def input_limits(results: Sequence[FullScaleResult]) -> list[str]:
     """For every input-bound run, one sentence saying by how much its input path limited it; ``[]`` when none was."""
     return [r.input_limit() for r in results if r.input_bound]
@@ -118,7 +127,7 @@ def technique_verdicts(results: Sequence[FullScaleResult]) -> list[str]:
     base, lines = results[0], []
     for r in results[1:]:
         ratio = r.images_per_s / base.images_per_s
-        word = "faster" if ratio > 1 + SAME_SPEED else "slower" if ratio < 1 - SAME_SPEED else "no clear change"
+        word = speed_word(ratio)
         mem = (f", x{r.peak_memory_bytes / base.peak_memory_bytes:.2f} the peak memory"
                if r.peak_memory_bytes and base.peak_memory_bytes else "")
         lines.append(f"{r.technique}: x{ratio:.2f} the images/s of {base.technique} ({word}; one run each, within "
