@@ -89,3 +89,14 @@ def test_eval_mode_leaves_buffers_finite_and_integer_buffers_are_skipped():
     with torch.no_grad():
         model[1].running_var[2] = float("inf")
     assert nonfinite_buffers(model) == ["1.running_var"]
+
+
+def test_check_finite_reads_a_tensor_back_once_and_a_float_never():
+    from utils.host_syncs import count_host_syncs
+
+    with count_host_syncs() as syncs:
+        check_finite(torch.tensor([1.0, 3.0]), step=0)
+    assert syncs["n"] == 1, syncs          # the flag and the value in one read, not one read each
+    with count_host_syncs() as syncs:
+        check_finite(2.0, step=0)
+    assert syncs["n"] == 0, syncs

@@ -11,8 +11,9 @@ Buffers matter because the forward pass writes them: in training mode a ``nan`` 
 be finite while the running statistics are already ``nan`` (and an eval-mode model built from them predicts ``nan``
 for every input). A model in that state must not be saved as a checkpoint: restore the last good one.
 
-Cost: the check reads the loss on the host, which on a GPU is one device synchronisation per call. Call it every
-step while debugging, or every ``N`` steps (see ``every``) in production.
+Cost: given a tensor, the check reads it on the host once (the finiteness flag and the value together): one device
+synchronisation per call on a GPU. Given a float the caller has already read, it reads nothing. Call it every step
+while debugging, or every ``N`` steps (see ``every``) in production.
 """
 from __future__ import annotations
 
@@ -84,8 +85,10 @@ def check_finite(loss: torch.Tensor | float, step: int, model: nn.Module | None 
     if step % every != 0:
         return None
     if isinstance(loss, torch.Tensor):
-        finite = bool(torch.isfinite(loss.detach()).all())
-        value = float(loss.detach().float().mean())
+        t = loss.detach().float()
+        # Both numbers in one host read (one synchronisation on a GPU), not two.
+        all_finite, value = torch.stack((torch.isfinite(t).all().float(), t.mean())).tolist()
+        finite = bool(all_finite)
     else:
         value = float(loss)
         finite = math.isfinite(value)
