@@ -10,8 +10,8 @@ Caveat: a saved *view* counts as its whole storage. Feed a slice of a larger bat
 layer's saved input is counted at the full batch's size, which is also what the allocator really keeps alive.
 Clone micro-batches (``xb[:b].clone()``) when measuring what a batch of ``b`` alone would cost.
 
-On CUDA, :func:`cuda_peak_training_bytes` reads ``torch.cuda.max_memory_allocated`` for one real training step,
-to compare with the prediction of :meth:`MemoryBreakdown.peak_bytes`.
+On CUDA, :func:`cuda_peak_training_bytes` reads ``torch.cuda.max_memory_allocated`` over ``steps`` (default two)
+real training steps, to compare with the prediction of :meth:`MemoryBreakdown.peak_bytes`.
 """
 from __future__ import annotations
 
