@@ -3,8 +3,8 @@
 A loader with workers starts them in ``iter(loader)`` and immediately hands each worker ``prefetch_factor`` batches
 to prepare. So the first ``num_workers x prefetch_factor`` batches are decoded while the loop still waits for the
 first one: timing the steps right after the first batch times batches that were already finished, and reads a
-throughput the workers cannot sustain (with 16 workers and 9 timed steps, 2.3x too high). :func:`measure_loader`
-therefore
+throughput the workers cannot sustain (by how much depends on the machine and the worker count: Day 10 prints it
+for yours). :func:`measure_loader` therefore
 
 1. times ``iter(loader)`` (worker creation) and the wait for the first batch: the *start-up*;
 2. consumes, untimed, the ``num_workers x prefetch_factor`` batches that were requested during start-up;
