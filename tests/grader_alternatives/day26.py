@@ -219,4 +219,12 @@ def train_step(model, images, targets, optimizer, scaler, loss_fn, max_grad_norm
     scaler.update()
     return loss.detach(), norm
 '''),
+    Alternative(
+        cell="day26_resumable_script",
+        why="also writes a first checkpoint at step 0 on a fresh start, so that a crash before the first save resumes "
+            "too: the j-th save is then the checkpoint of step (j - 1) x S",
+        find="    sampler = ResumableSampler(len(dataset), seed=SEED)\n    model.train()\n",
+        replace="    if not last.exists():                   # a first checkpoint, so that a crash before step S resumes too\n"
+                "        atomic_save(training_state(model, optimizer, step=0, epoch=0, samples_in_epoch=0, scaler=scaler), last)\n"
+                "    sampler = ResumableSampler(len(dataset), seed=SEED)\n    model.train()\n"),
 ]

@@ -153,4 +153,22 @@ MUTANTS = [
          replace="        out = model(images)\n    loss = loss_fn(out, targets)\n",
          why="computed the loss after leaving the autocast block: a 16-bit loss from 16-bit logits",
          caught_by="day26_train_step_tests"),
+    Mutant(cell="day26_atomic_save",
+           find="            os.fsync(f.fileno())\n        os.replace(tmp_name, path)\n    except BaseException:\n"
+                "        Path(tmp_name).unlink(missing_ok=True)\n        raise\n",
+           replace="            os.fsync(f.fileno())\n    except BaseException:\n        Path(tmp_name).unlink(missing_ok=True)\n"
+                   "        raise\n    os.replace(tmp_name, path)\n",
+           why="os.replace outside the try that deletes the temporary file: a failed rename leaves the .tmp behind",
+           caught_by="day26_atomic_save_tests"),
+    Mutant(cell="day26_train_step",
+           find="        loss = loss_fn(model(images), targets)\n    scaler.scale(loss).backward()\n"
+                "    scaler.unscale_(optimizer)\n"
+                "    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)\n"
+                "    scaler.step(optimizer)\n    scaler.update()\n",
+           replace="        loss = loss_fn(model(images), targets)\n        scaler.scale(loss).backward()\n"
+                   "        scaler.unscale_(optimizer)\n"
+                   "        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)\n"
+                   "        scaler.step(optimizer)\n        scaler.update()\n",
+           why="the whole step runs under autocast: backward, clipping and the update belong outside the block",
+           caught_by="day26_train_step_tests"),
 ]

@@ -115,4 +115,18 @@ MUTANTS = [
            why="an all-bad batch comes back as empty tensors, not (None, None, bad): a loop that skips None "
                "batches trains on an empty one",
            caught_by="day27_skip_bad_samples_tests"),
+    Mutant(cell="day27_train_epoch",
+           find="    return total_loss / n\n", replace="    return total_loss / len(loader.dataset)\n",
+           why="divides by the dataset's size, not by the samples the loader gave (wrong with drop_last)",
+           caught_by="day27_train_epoch_tests"),
+    Mutant(cell="day27_train_epoch",
+           find="        xb, yb = xb.to(device), yb.to(device)\n", replace="",
+           why="never moves the batch to `device`: passes on a CPU, fails on a GPU",
+           caught_by="day27_train_epoch_tests"),
+    Mutant(cell="day27_accuracy",
+           find="                pred = model(xb.to(device)).argmax(1)\n"
+                "                correct += (pred == yb.to(device)).sum().item()\n",
+           replace="                pred = model(xb).argmax(1)\n                correct += (pred == yb).sum().item()\n",
+           why="evaluates without moving the batch to `device`: passes on a CPU, fails on a GPU",
+           caught_by="day27_accuracy_tests"),
 ]
