@@ -2,7 +2,8 @@
 
 Decoding compressed images in ``__getitem__`` is what makes real input pipelines CPU-bound, so it is the right
 workload for tuning ``DataLoader`` workers. The dataset class lives in a module (not in a notebook) so that worker
-processes started with ``spawn`` (macOS, Windows) can import it; with ``fork`` (Linux) either works.
+processes started with ``spawn`` (macOS, Windows) or ``forkserver`` (Linux from Python 3.14) can import it; with
+``fork`` (Linux up to Python 3.13) either works.
 """
 from __future__ import annotations
 
