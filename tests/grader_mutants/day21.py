@@ -91,4 +91,21 @@ MUTANTS = [
     Mutant(cell="day21_ddp_accum_worker", find="DDP(make_model().to(device), ", replace="DDP(make_model(), ",
            why="wraps a model left on the CPU: DDP with device_ids=[LOCAL_RANK] refuses it on a GPU",
            caught_by="day21_ddp_accum_worker_tests"),
+    Mutant(cell='day21_plan_training',
+           find='"warmup_steps": warmup_epochs * steps}',
+           replace='"warmup_steps": warmup_epochs * dataset_size // global_batch}',
+           why="warm-up steps as warmup_epochs * dataset_size // global_batch: counts the partial batches each epoch drops "
+               "(781 instead of 5 x 156 for the brief's ImageNet plan)",
+           caught_by='day21_plan_training_tests'),
+    Mutant(cell='day21_plan_training',
+           find='    max_micro = int(math.floor(free / act_bytes_per_sample))\n',
+           replace='    max_micro = free // act_bytes_per_sample\n',
+           why="free // act on a float gives max_micro_batch as a float (9.0); the text says every value but lr is an int",
+           caught_by='day21_plan_training_tests'),
+    Mutant(cell='day21_ddp_accum_worker',
+           find='            x, y = x.to(device), y.to(device)\n',
+           replace='            x.to(device)\n            y.to(device)\n',
+           why="calls x.to(device) and y.to(device) without keeping the result (Tensor.to is not in place, unlike "
+               "Module.to): right on a CPU, CPU tensors reach the model and NCCL on a GPU",
+           caught_by='day21_ddp_accum_worker_tests'),
 ]

@@ -110,4 +110,23 @@ MUTANTS = [
                    "    q = torch.clamp(torch.floor(x / scale + 0.5) + zero_point, -128, 127).to(torch.int8)\n",
            why="rounds ties up (floor(v + 0.5)): a range end exactly on a tie lands on -127",
            caught_by="day31_quantize_int8_tests"),
+    Mutant(cell="day31_quantize_int8",
+           find="    q = torch.clamp(torch.round(x / scale) + zero_point, -128, 127).to(torch.int8)\n",
+           replace="    q = x.clone().apply_(lambda v: max(-128, min(127, round(v / scale) + zero_point))).to(torch.int8)\n",
+           why="Tensor.apply_ runs a Python function per element on the host (CPU tensors only)",
+           caught_by="day31_quantize_int8_tests"),
+    Mutant(cell="day31_distillation_step",
+           find="    teacher.eval()                                  # running BatchNorm statistics, no dropout\n",
+           replace="    teacher.eval()                                  # running BatchNorm statistics, no dropout\n"
+                   "    student.eval()\n",
+           why="puts the student in eval mode too: it trains with Dropout off and BatchNorm frozen",
+           caught_by="day31_distillation_step_tests"),
+    Mutant(cell="day31_distillation_step",
+           find="    optimizer.step()\n    return loss.item()\n",
+           replace="    optimizer.step()\n    student.eval()                                  # a batch accuracy for the log\n"
+                   "    with torch.no_grad():\n"
+                   "        batch_acc = (student(images).argmax(1) == targets).float().mean().item()\n"
+                   "    return loss.item()\n",
+           why="switches the student to eval for a logged accuracy and never back: later steps train in eval mode",
+           caught_by="day31_distillation_step_tests"),
 ]
