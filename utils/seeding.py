@@ -14,7 +14,8 @@ def seed_everything(seed: int = 0, deterministic: bool = False) -> None:
 
     With ``deterministic=True`` also ask for deterministic kernels: ``torch.use_deterministic_algorithms``
     (ops without a deterministic version then raise instead of silently varying), cuDNN's deterministic mode
-    with autotuning off, and the cuBLAS workspace setting that deterministic matmuls need. That is slower on GPU;
+    with autotuning off, and ``CUBLAS_WORKSPACE_CONFIG``, which older PyTorch releases needed for deterministic
+    cuBLAS matmuls (current ones give each cuBLAS handle and stream its own workspace). That is slower on GPU;
     use it to debug and to test, not for speed runs. With ``deterministic=False`` (the default) it switches both
     back off (``use_deterministic_algorithms(False)``, ``cudnn.deterministic = False``), also when you set them
     yourself; ``cudnn.benchmark`` stays as it is.
