@@ -493,7 +493,8 @@ def load_checkpoint(path, model, optimizer, scheduler, scaler) -> dict:
 '''),
     Alternative(
         cell="day32_evaluate_export",
-        why="the accuracy as the count of correct images over len(loader.dataset), right for any DataLoader",
+        why="the accuracy as the count of correct images over len(loader.dataset), right for a DataLoader that batches "
+            "a dataset of samples (the test's batch_size=None loader checks only the moves)",
         find='"accuracy": float((preds == targets).float().mean())',
         replace='"accuracy": int((preds == targets).sum()) / len(loader.dataset)'),
 ]
