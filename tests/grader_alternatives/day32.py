@@ -497,4 +497,10 @@ def load_checkpoint(path, model, optimizer, scheduler, scaler) -> dict:
             "a dataset of samples (the test's batch_size=None loader checks only the moves)",
         find='"accuracy": float((preds == targets).float().mean())',
         replace='"accuracy": int((preds == targets).sum()) / len(loader.dataset)'),
+    Alternative(
+        cell="day32_fit",
+        why="each log entry also carries a wall-clock timestamp, read right after its step without a sync (only the "
+            "clock read that closes train_seconds needs one)",
+        find='            pending.append({"step": step, "epoch": epoch, **out})\n',
+        replace='            pending.append({"step": step, "epoch": epoch, "time": time.time(), **out})\n'),
 ]
