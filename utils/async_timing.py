@@ -1,6 +1,6 @@
 """Timing on an asynchronous device: CUDA events, loops that cannot run ahead of the GPU, copy/compute overlap.
 
-A CUDA call queues work on a stream and returns (Day 03). Three consequences, one helper each:
+A CUDA call queues work on a stream and returns (Day 03). Four consequences, one helper each:
 
 - :func:`cuda_event_timer` times a block on the GPU's own clock: two ``torch.cuda.Event(enable_timing=True)``
   recorded on the current stream around the block. The GPU timestamps each event when it *reaches* it, so work

@@ -146,7 +146,7 @@ def recording_payload(tiny: bool = False) -> dict[str, Any]:
     rows = [row for w in worlds for row in measure_all_reduce(w, sizes, backend=backend,
                                                               min_window_s=0.005 if tiny else 0.05)]
     largest = max(r["bytes"] for r in rows)
-    summary = [f"{backend}, {r['world_size']} ranks, {largest / 2**20:.0f} MiB: busbw {r['busbw_GBps']:.3g} GB/s, "
+    summary = [f"{backend}, {r['world_size']} ranks, {largest / 2**20:g} MiB: busbw {r['busbw_GBps']:.3g} GB/s, "
                f"algbw {r['algbw_GBps']:.3g} GB/s" for r in rows if r["bytes"] == largest]
     where = "one rank per GPU" if backend == "nccl" else "ranks on the CPU (fewer than 2 GPUs)"
     what = (f"all_reduce of float32 tensors over {backend}, {where}: the slowest rank's median time per call, "

@@ -67,7 +67,9 @@ def dataset_labels(ds: Dataset) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------- result
 @dataclass
 class DataSplits:
-    """Train/val/test datasets of ``(image float32 3xHxW normalised, label int)`` and what describes them."""
+    """Train/val/test datasets of ``(image float32 3xHxW normalised, label)`` and what describes them. The label
+    is an int from the torchvision-backed loaders and a 0-d int64 tensor from the digits' TensorDataset; a DataLoader
+    batches both alike."""
 
     name: str
     train: Dataset

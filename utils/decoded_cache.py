@@ -6,8 +6,9 @@ Each image is decoded (Pillow), its central square scaled to ``size`` x ``size``
 :class:`DecodedImages` whose ``images`` tensor is memory-mapped (copy-on-write: nothing writes the file): a batch is
 one gather of rows the page cache already holds. Imagenette's 9,469 training images at 256 px take 1.9 GB.
 
-A manifest (JSON) names what the cache was built from: every source file's path, size and modification time (or a
-digest of in-memory arrays such as CIFAR-10's), the labels, ``size`` and the format version. A cache whose manifest
+A manifest (JSON) keys what the cache was built from: a SHA-256 digest (:func:`source_key`) of every source file's
+path, size and modification time (or of in-memory arrays such as CIFAR-10's), the labels, ``size`` and the format
+version, beside the format version, ``size``, the count and the first source in plain text. A cache whose manifest
 does not match is rebuilt, and the older cache of the same split and size is deleted. The build decodes in parallel
 threads (Pillow releases the GIL while it decodes and resizes) with a progress bar.
 

@@ -191,7 +191,8 @@ def init_from_env(device: str | torch.device = "auto", *, backend: str | None = 
         device: ``"auto"`` uses ``cuda:LOCAL_RANK`` when CUDA is available, else the CPU; ``"cpu"`` forces the CPU
             (see :func:`worker_device`).
         backend: override the backend (default: :func:`backend_for` the device: nccl on CUDA, gloo on CPU).
-        timeout_s: seconds any collective may wait for the other ranks before raising (instead of hanging).
+        timeout_s: seconds any collective may wait for the other ranks (instead of hanging): gloo then raises;
+            NCCL's watchdog aborts the collective and tears the process down, with no Python exception to catch.
 
     The job comes from :func:`rendezvous_env` (torchrun's variables, or SLURM's). Without either (a plain
     ``python script.py``) it starts a one-process group on an in-memory store, so scripts also run un-launched.

@@ -168,7 +168,7 @@ def full_scale_run(technique: str = "baseline", *, minutes: float | None = 2.0, 
         batch_size: images per optimizer step; with accumulation, micro-batches of ``batch_size / accumulation``.
         data: a :func:`full_scale_data` result to reuse; else built from ``dataset``, ``root``, ``download``.
         lr: peak SGD learning rate (default 0.2 x batch_size / 256: twice the linear-scaling rule, for short runs),
-            warmed up over ``warmup_steps`` and decayed by a cosine to 0 (:func:`lr_factor`).
+            warmed up over ``warmup_steps`` (with ``steps``, at most a fifth of the run) and decayed by a cosine to 0 (:func:`lr_factor`).
         num_workers: DataLoader processes on the ``"dataloader"`` input path (default :func:`default_workers`).
         eval_batches: evaluate on this many held-out batches (default all; 0 skips evaluation).
         input_path: ``"cached"`` (decoded once, augmented on the device), ``"dataloader"`` (JPEGs decoded by

@@ -8,7 +8,8 @@ support (how many samples truly belong to it) and a column sum is how often the 
 * precision_c = cm[c, c] / column_sum_c  (of the predicted c, how many were right)
 
 A class with no support (or never predicted) gets 0 for the undefined ratio, as scikit-learn's
-``zero_division=0``. All results are plain floats or float64 tensors (fractions in [0, 1], not percentages).
+``zero_division=0``. All ratios are plain floats or float64 tensors (fractions in [0, 1], not percentages); counts
+(the confusion matrix, the support) are int64.
 """
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ def _safe_div(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class ClassificationReport:
-    """Every metric of a confusion matrix. Per-class tensors are float64 of length ``num_classes``."""
+    """Every metric of a confusion matrix. Per-class precision, recall and F1 are float64 of length
+    ``num_classes``; ``support`` (like ``confusion``) holds int64 counts."""
 
     confusion: torch.Tensor
     accuracy: float

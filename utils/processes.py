@@ -3,8 +3,9 @@
 The cheap way to run many small distributed experiments from a notebook: no script file, results come back
 pickled, every run has a hard time limit. How the workers start matters on GPU machines:
 
-* **fork** (Linux and macOS, used while it is safe) copies this process: nothing is imported again and any
-  function works, including one defined in a notebook cell;
+* **fork** (wherever the platform offers it, Linux and macOS, while this process has not initialised CUDA; on
+  macOS Python's own default is spawn, since a system library's threads can crash a forked child) copies this
+  process: nothing is imported again and any function works, including one defined in a notebook cell;
 * **spawn** starts fresh interpreters. It is used as soon as this process has initialised CUDA
   (``torch.cuda.is_initialized()``, e.g. after ``course_setup`` picked a GPU) or the workers will use CUDA: a forked
   child of such a process fails with "Cannot re-initialize CUDA in forked subprocess". A spawned process cannot
@@ -82,7 +83,7 @@ def _workers_use_cuda(device: str) -> bool:
 
 
 def start_method_for(device: str = "cpu") -> str:
-    """``"fork"`` while forking is safe, ``"spawn"`` once this process has initialised CUDA, when the workers will
+    """``"fork"`` while this process has not initialised CUDA, ``"spawn"`` once this process has initialised CUDA, when the workers will
     use CUDA (``device`` "auto" with a GPU, or "cuda..."), or where fork does not exist (Windows)."""
     if "fork" not in mp.get_all_start_methods() or torch.cuda.is_initialized() or _workers_use_cuda(device):
         return "spawn"
@@ -360,13 +361,14 @@ def run_script(script: str | os.PathLike, world_size: int = 2, args: Sequence[st
                timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
                cwd: str | os.PathLike | None = None, collective_timeout_s: float | None = None) -> LaunchResult:
     """Run a training *script* on ``world_size`` processes of this machine, as ``torchrun --standalone`` would run
-    it, but in workers started like :func:`run_processes` (forked while that is safe: nothing imports torch again).
+    it, but in workers started like :func:`run_processes` (forked while this process has not initialised CUDA: nothing imports torch again).
 
     Each worker gets the variables torchrun sets (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
     ``MASTER_PORT``), joins the process group before the script starts (a script that joins with
     :func:`utils.distributed.init_from_env` finds it joined) and runs the script as ``__main__`` with ``args`` in
     ``sys.argv``. Returns a :class:`utils.launch.LaunchResult` with each rank's stdout and stderr (the traceback
-    appended when the script raised); ``returncode`` is 0 when every rank finished, else 1.
+    appended when the script raised); ``returncode`` is 0 when every rank finished, 1 when one failed, and
+    None when a rank ran past ``timeout_s`` (``timed_out`` is then True).
     """
     stdout_dir = Path(tempfile.mkdtemp(prefix="script_stdout_"))
     start = time.perf_counter()

@@ -6,8 +6,9 @@ Design points, each a lesson of the course:
   optimizer, ``GradScaler.step`` itself still reads one inf/NaN flag per optimizer step to decide whether to skip
   it; a fused SGD/Adam/AdamW takes the flag on the device and skips the step itself, with no read);
 - accuracy is averaged over *samples*, not over batches (the last batch may be smaller);
-- gradient accumulation divides the loss by the number of micro-batches in the group, so the gradient equals the
-  one of a single large batch;
+- gradient accumulation divides the loss by the number of micro-batches in the group, so the gradient is the mean
+  of the micro-batches' gradients: the one of a single large batch when the micro-batches are equal in size and
+  the model has no BatchNorm (which normalises each micro-batch by its own statistics);
 - mixed precision through ``torch.autocast`` on any device, with a ``GradScaler`` for fp16;
 - gradient clipping after unscaling, with the total norm returned for logging.
 
