@@ -94,4 +94,17 @@ MUTANTS += [
            replace="nonfinite = (~torch.isfinite(loss)).float()",
            why="keeps only the last step's finiteness flag: a NaN earlier in the interval is never reported",
            caught_by="day23_quiet_train_loop_tests"),
+    Mutant(cell="day23_quiet_train_loop",
+           find="nonfinite += (~torch.isfinite(loss)).float()",
+           replace="nonfinite += torch.isnan(loss).float()",
+           why="checked for NaN only: an infinite loss is not finite either and goes unreported",
+           caught_by="day23_quiet_train_loop_tests"),
+    Mutant(cell="day23_masked_loss",
+           find='''    per_sample = nn.functional.cross_entropy(logits, y.clamp_min(0), reduction="none")''',
+           replace='''    target = nn.functional.one_hot(y.clamp_min(0)).to(logits.dtype)
+    if target.shape[1] < logits.shape[1]:
+        target = nn.functional.pad(target, (0, logits.shape[1] - target.shape[1]))
+    per_sample = -(target * logits.log_softmax(dim=1)).sum(dim=1)''',
+           why="one_hot without num_classes reads the labels' maximum back to the host on every device",
+           caught_by="day23_masked_loss_tests"),
 ]
