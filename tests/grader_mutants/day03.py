@@ -64,4 +64,9 @@ MUTANTS = [
            replace="        times.append(clock() - start)\n        sync()",
            why="reads the clock at the stop before the sync: the timed run ends at the launch, not the work",
            caught_by="day03_honest_time_tests"),
+    Mutant(cell='day03_h2d_bandwidth',
+           find='    pinned_s = honest_time(lambda: pinned.to(device, non_blocking=True), sync, warmup, repeats, clock)\n',
+           replace='    for _ in range(warmup):\n        pinned.to(device, non_blocking=True)\n    runs = []\n    for _ in range(repeats):\n        start = clock()\n        pinned.to(device, non_blocking=True)\n        sync()\n        runs.append(clock() - start)\n    pinned_s = statistics.median(runs)\n',
+           why="a pinned timing loop with no sync before the clock starts: the warm-up's queued copy is billed to the first timed run",
+           caught_by='day03_h2d_bandwidth_tests'),
 ]

@@ -82,4 +82,9 @@ MUTANTS = [
            replace="dy = dx = self._rng.integers(-self.max_shift, self.max_shift + 1)",
            why="one number drawn for both axes: every shift is along the diagonal (5 of the 25 shifts)",
            caught_by="day10_numpy_shift_tests"),
+    Mutant(cell='day10_cached_dataset',
+           find='num_workers=num_workers, persistent_workers=num_workers > 0)',
+           replace='num_workers=num_workers, persistent_workers=num_workers > 0, drop_last=True)',
+           why="drop_last=True ('for training') silently drops the last len % batch_size samples every epoch; the text says each epoch yields every index once.",
+           caught_by='day10_cached_dataset_tests'),
 ]

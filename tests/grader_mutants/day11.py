@@ -71,4 +71,9 @@ MUTANTS = [
            replace="        logits = model(x)\n    loss = nn.functional.cross_entropy(logits, y)\n    scaler.scale(loss).backward()\n",
            why="computed the loss after leaving the autocast block: a 16-bit loss from 16-bit logits",
            caught_by="day11_amp_train_step_tests"),
+    Mutant(cell='day11_amp_train_step',
+           find='device_type=x.device.type',
+           replace='device_type="cpu"',
+           why="autocast hard-coded to 'cpu': on a CUDA or MPS batch nothing runs in 16 bits",
+           caught_by='day11_amp_train_step_tests'),
 ]

@@ -75,4 +75,9 @@ MUTANTS = [
          replace="flag = torch.tensor([1.0 if stop_here else 0.0])",
          why="the flag made on the CPU (no device=): right under gloo, refused by NCCL on a GPU",
          caught_by="day19_agree_to_stop_tests"),
+    Mutant(cell='day19_classify_failure',
+           find='    if ("timed out" in text or "collective operation timeout" in text or "before timing out" in text):\n        return "timeout"\n    if "connection closed by peer" in text or "connection reset by peer" in text:\n        return "peer_exited"\n',
+           replace='    if "connection closed by peer" in text or "connection reset by peer" in text:\n        return "peer_exited"\n    if ("timed out" in text or "collective operation timeout" in text or "before timing out" in text):\n        return "timeout"\n',
+           why="checked 'peer_exited' before 'timeout': a timeout followed by a peer's exit is diagnosed as peer_exited, against the text's order",
+           caught_by='day19_classify_failure_tests'),
 ]
