@@ -64,4 +64,8 @@ ALTERNATIVES = [
     mean = x.mean(dim=(0, 2, 3))
     std = x.std(dim=(0, 2, 3), correction=0)
     return mean.to(out_dtype), std.to(out_dtype)'''),
+    Alternative(cell="day05_channel_stats",
+                why="returns the statistics with type_as(images): reads only the images' dtype, no operation on them",
+                find="    return mean.to(images.dtype), std.to(images.dtype)\n",
+                replace="    return mean.type_as(images), std.type_as(images)\n"),
 ]

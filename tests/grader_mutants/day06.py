@@ -71,4 +71,9 @@ MUTANTS = [
            replace="    return total_loss / len(loader.dataset), correct / len(loader.dataset)",
            why="divided by len(loader.dataset) in evaluation: a drop_last loader's missing samples count as wrong",
            caught_by="day06_evaluate_tests"),
+    Mutant(cell='day06_evaluate',
+           find="    modes = {m: m.training for m in model.modules()}     # every submodule's mode, restored at the end\n    model.eval()\n    total_loss, correct, seen = 0.0, 0, 0\n    with torch.inference_mode():\n        for images, targets in loader:\n            images, targets = images.to(device), targets.to(device)\n            outputs = model(images)\n            n = targets.shape[0]\n            total_loss += loss_fn(outputs, targets).item() * n\n            correct += (outputs.argmax(dim=1) == targets).sum().item()\n            seen += n\n    for m, training in modes.items():\n        m.training = training\n",
+           replace='    was_training = model.training\n    modes = {m: m.training for m in model.children()}\n    model.eval()\n    total_loss, correct, seen = 0.0, 0, 0\n    with torch.inference_mode():\n        for images, targets in loader:\n            images, targets = images.to(device), targets.to(device)\n            outputs = model(images)\n            n = targets.shape[0]\n            total_loss += loss_fn(outputs, targets).item() * n\n            correct += (outputs.argmax(dim=1) == targets).sum().item()\n            seen += n\n    model.train(was_training)\n    for m, training in modes.items():\n        m.train(training)\n',
+           why='restored the modes of model.children() only: a frozen BatchNorm one level deeper is put back in training mode',
+           caught_by='day06_evaluate_tests'),
 ]

@@ -77,4 +77,14 @@ MUTANTS = [
            why="hooks every module, not only the leaves: a tensor saved in a nested container's forward is credited "
                "to the container instead of ''",
            caught_by="day08_saved_bytes_by_module_tests"),
+    Mutant(cell='day08_saved_bytes_by_module',
+           find='        model.train(was_training)\n',
+           replace='        model.training = was_training\n',
+           why="restored only the root's flag (model.training = was_training): every submodule of an eval-mode model stays in training mode",
+           caught_by='day08_saved_bytes_by_module_tests'),
+    Mutant(cell='day08_unique_bytes',
+           find='    skip = {t.untyped_storage().data_ptr() for t in exclude}\n    storages = {}\n    for t in tensors:\n        s = t.untyped_storage()\n        if s.data_ptr() in skip:\n',
+           replace='    skip = {t.data_ptr() for t in exclude}\n    storages = {}\n    for t in tensors:\n        s = t.untyped_storage()\n        if t.data_ptr() in skip:\n',
+           why="identifies excluded tensors by the tensor's data_ptr() instead of its storage's: a view of a weight at an offset (w[1], a slice) is not excluded",
+           caught_by='day08_unique_bytes_tests'),
 ]

@@ -125,4 +125,9 @@ MUTANTS = [
            find="return max(0, math.floor(room / per_sample_bytes))", replace="return max(0, room // per_sample_bytes)",
            why="floors with // on float bytes and returns 26.0, a float, as the batch size",
            caught_by="day09_max_batch_closed_form_tests"),
+    Mutant(cell='day09_oom_safe_fits',
+           find='    on_cuda = torch.device(device).type == "cuda"\n',
+           replace='    on_cuda = str(device) == "cuda"\n',
+           why='compared the device\'s text with "cuda": a worker on cuda:1 never empties its cache after an out-of-memory error',
+           caught_by='day09_oom_safe_fits_tests'),
 ]
