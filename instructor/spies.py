@@ -31,9 +31,23 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["recording_moves", "same_device", "was_moved", "recording_op_dtypes", "replacing"]
+__all__ = ["recording_moves", "Moves", "same_device", "was_moved", "recording_op_dtypes", "replacing",
+           "as_if_on_cuda", "CudaLikeRun"]
 
 Move = tuple[Any, torch.device]
+
+
+class Moves(list):
+    """The ``(object, device)`` pairs :func:`recording_moves` saw, in call order; ``non_blocking[i]`` says whether
+    move ``i`` asked for an asynchronous copy (``non_blocking=True``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.non_blocking: list[bool] = []
+
+    def record(self, obj: Any, device: torch.device, non_blocking: bool) -> None:
+        self.append((obj, device))
+        self.non_blocking.append(bool(non_blocking))
 
 
 def _target_device(args: tuple, kwargs: dict) -> torch.device | None:
@@ -46,32 +60,38 @@ def _target_device(args: tuple, kwargs: dict) -> torch.device | None:
     return None
 
 
+def _non_blocking(args: tuple, kwargs: dict) -> bool:
+    """The ``non_blocking`` flag of a ``.to(device, dtype, non_blocking, ...)`` call, by keyword or position."""
+    return bool(kwargs.get("non_blocking", len(args) > 2 and args[2]))
+
+
 @contextmanager
-def recording_moves(*, cpu_calls: bool = False, modules: bool = False) -> Iterator[list[Move]]:
-    """Record every ``Tensor.to(<device>)`` call while active, as ``(tensor, device)`` pairs, in call order.
+def recording_moves(*, cpu_calls: bool = False, modules: bool = False) -> Iterator[Moves]:
+    """Record every ``Tensor.to(<device>)`` call while active, as ``(tensor, device)`` pairs, in call order, and
+    whether each asked for ``non_blocking=True`` (``moves.non_blocking``).
 
     cpu_calls: also record ``Tensor.cpu()`` as a move to ``cpu`` (where the exercise returns results on the CPU;
         leave it off where ``.cpu()`` would be the wrong answer on a GPU).
     modules: also record ``nn.Module.to(<device>)`` as ``(module, device)``.
     The calls themselves run unchanged. Works in a worker process too (patch inside the worker).
     """
-    moves: list[Move] = []
+    moves = Moves()
     original_to, original_cpu, original_module_to = torch.Tensor.to, torch.Tensor.cpu, nn.Module.to
 
     def tensor_to(t: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         device = _target_device(args, kwargs)
         if device is not None:
-            moves.append((t, device))
+            moves.record(t, device, _non_blocking(args, kwargs))
         return original_to(t, *args, **kwargs)
 
     def tensor_cpu(t: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        moves.append((t, torch.device("cpu")))
+        moves.record(t, torch.device("cpu"), False)
         return original_cpu(t, *args, **kwargs)
 
     def module_to(module: nn.Module, *args: Any, **kwargs: Any) -> nn.Module:
         device = _target_device(args, kwargs)
         if device is not None:
-            moves.append((module, device))
+            moves.record(module, device, _non_blocking(args, kwargs))
         return original_module_to(module, *args, **kwargs)
 
     patches = [mock.patch.object(torch.Tensor, "to", tensor_to)]
@@ -171,3 +191,77 @@ def replacing(answer: Callable, *patches: tuple[Any, str, Any]) -> Iterator[None
             yield
         finally:
             namespace.update(swapped)
+
+
+class _StopAtAutocast(Exception):
+    """Raised by the fake autocast: the answer's run ends where its device choice is made."""
+
+
+class _ReportsCuda(torch.Tensor):
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cuda")
+
+
+class _ReportsCudaParameter(nn.Parameter):
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cuda")
+
+
+class CudaLikeRun:
+    """What :func:`as_if_on_cuda` saw: the ``device_type`` each autocast entry asked for and the device type of each
+    ``Tensor.to(<device>)`` call, in order (``"cuda"``, ``"cpu"``, ...)."""
+
+    def __init__(self) -> None:
+        self.autocast_device_types: list[str] = []
+        self.move_targets: list[str] = []
+
+    @staticmethod
+    def tensor(t: torch.Tensor) -> torch.Tensor:
+        """``t`` as a tensor that stays on the CPU but reports ``device`` cuda (a batch already on the GPU)."""
+        return t.as_subclass(_ReportsCuda)
+
+
+@contextmanager
+def as_if_on_cuda(answer: Callable, model: nn.Module) -> Iterator[CudaLikeRun]:
+    """Run an answer as if ``model`` lived on a CUDA device, on a CPU-only grader, and stop it at its first autocast.
+
+    On a CPU the device an answer reads and the device it hard-codes are both "cpu", so a choice made from the wrong
+    one passes unseen. While active, ``model``'s parameters (replaced in place: build optimizers inside the block)
+    and every tensor moved ``.to("cuda")`` stay on the CPU but report ``device`` cuda; ``CudaLikeRun.tensor(t)``
+    makes a batch that reports it too. The answer's ``torch.autocast``/``torch.amp.autocast`` (also imported by
+    name, see :func:`replacing`) records its ``device_type`` and ends the run, so the block exits normally there::
+
+        with as_if_on_cuda(amp_train_step, model) as run:
+            amp_train_step(model, run.tensor(x), run.tensor(y), torch.optim.SGD(model.parameters()), ...)
+        assert run.autocast_device_types == ["cuda"]
+    """
+    run = CudaLikeRun()
+    for module in model.modules():
+        for name, param in list(module._parameters.items()):
+            if param is not None:
+                module._parameters[name] = _ReportsCudaParameter(param.detach(), requires_grad=param.requires_grad)
+    real_to = torch.Tensor.to
+
+    def fake_autocast(*args: Any, **kwargs: Any) -> None:
+        run.autocast_device_types.append(str(kwargs.get("device_type", args[0] if args else None)))
+        raise _StopAtAutocast
+
+    def tensor_to(t: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        device = _target_device(args, kwargs)
+        if device is not None:
+            run.move_targets.append(device.type)
+            if device.type == "cuda":
+                return t.as_subclass(_ReportsCuda)      # stays on the CPU, reports the device it was sent to
+        if type(t) is _ReportsCuda:                     # leaving "cuda": a plain tensor again, one move recorded
+            with torch._C.DisableTorchFunctionSubclass():
+                t = t.as_subclass(torch.Tensor)
+        return real_to(t, *args, **kwargs)
+
+    try:
+        with replacing(answer, (torch, "autocast", fake_autocast), (torch.amp, "autocast", fake_autocast)), \
+                mock.patch.object(torch.Tensor, "to", tensor_to):
+            yield run
+    except _StopAtAutocast:
+        pass

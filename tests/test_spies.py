@@ -129,3 +129,55 @@ def test_replacing_sees_through_a_decorated_answer():
     with replacing(ns["answer"], (os, "getcwd", lambda: "fake")):
         assert ns["answer"]() == "fake"
     assert ns["answer"]() != "fake"
+
+
+def test_recording_moves_records_whether_each_move_asked_for_an_asynchronous_copy():
+    x, layer = torch.ones(2), nn.Linear(2, 2)
+    with recording_moves(cpu_calls=True, modules=True) as moves:
+        x.to("cpu", non_blocking=True)
+        x.to("cpu", torch.float32, True)              # to(device, dtype, non_blocking) by position
+        x.to(device="cpu")
+        x.cpu()
+        layer.to("cpu", non_blocking=True)
+    assert len(moves) == len(moves.non_blocking)
+    assert moves.non_blocking[:4] == [True, True, False, False]
+    assert [flag for (obj, _), flag in zip(moves, moves.non_blocking) if obj is layer] == [True]
+
+
+def _autocast_answer_namespace() -> dict:
+    return _answer_namespace(
+        "import torch\nfrom torch import autocast\n"
+        "def read_device(model, x):\n"
+        "    device = next(model.parameters()).device\n"
+        "    x = x.to(device)\n"
+        "    with autocast(device_type=x.device.type, dtype=torch.bfloat16):\n"
+        "        return model(x)\n"
+        "def hard_coded(model, x):\n"
+        "    x = x.to('cpu')\n"
+        "    with torch.autocast('cpu', dtype=torch.bfloat16):\n"
+        "        return model(x)\n")
+
+
+def test_as_if_on_cuda_shows_a_device_read_from_the_model_and_stops_at_autocast():
+    from instructor.spies import as_if_on_cuda
+    ns = _autocast_answer_namespace()
+    model, x = nn.Linear(3, 2), torch.ones(4, 3)
+    with as_if_on_cuda(ns["read_device"], model) as run:
+        ns["read_device"](model, x)
+        raise AssertionError("the fake autocast must end the run")
+    assert run.autocast_device_types == ["cuda"] and run.move_targets == ["cuda"]
+    assert next(model.parameters()).device.type == "cuda" and next(model.parameters()).data_ptr() != 0
+    assert torch.Tensor.to.__name__ == "to" and ns["autocast"] is torch.autocast, "the patches are undone on exit"
+    model2 = nn.Linear(3, 2)
+    with as_if_on_cuda(ns["hard_coded"], model2) as run2:
+        ns["hard_coded"](model2, run2.tensor(x))
+    assert run2.autocast_device_types == ["cpu"] and run2.move_targets == ["cpu"], run2.move_targets
+
+
+def test_as_if_on_cuda_passes_other_errors_through():
+    from instructor.spies import as_if_on_cuda
+    ns = _autocast_answer_namespace()
+    with pytest.raises(ValueError, match="learner's bug"):
+        with as_if_on_cuda(ns["read_device"], nn.Linear(3, 2)):
+            raise ValueError("learner's bug")
+    assert ns["autocast"] is torch.autocast
