@@ -100,4 +100,14 @@ def confident_mistakes(model: torch.nn.Module, loader, k: int) -> list[int]:
     top = torch.topk(confidence[mistakes], min(k, len(mistakes))).indices
     return indices[mistakes[top]].tolist()
 '''),
+    Alternative(
+        cell="day29_confident_mistakes",
+        why="moves the predictions to the labels' device (the CPU) instead of the labels to the model's device",
+        find="                wrong = (predicted != labels.to(device)).cpu()\n",
+        replace="                wrong = predicted.to(labels.device) != labels\n"),
+    Alternative(
+        cell="day29_confident_mistakes",
+        why="moves the indices to the mask's device before indexing them",
+        find="                positions.append(torch.as_tensor(indices)[wrong])\n",
+        replace="                positions.append(torch.as_tensor(indices).to(wrong.device)[wrong])\n"),
 ]

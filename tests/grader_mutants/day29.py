@@ -95,4 +95,16 @@ MUTANTS = [
            replace="probs = model(images).float().softmax(dim=1)",
            why="never moves the images to the model's device (invisible on a CPU, a crash on the first GPU)",
            caught_by="day29_confident_mistakes_tests"),
+    Mutant(cell="day29_confident_mistakes",
+           find="wrong = (predicted != labels.to(device)).cpu()",
+           replace="wrong = (predicted != labels).cpu()",
+           why="compares the predictions (on the model's device) with labels left on the CPU: fails on a GPU",
+           caught_by="day29_confident_mistakes_tests"),
+    Mutant(cell="day29_confident_mistakes",
+           find=("                wrong = (predicted != labels.to(device)).cpu()\n"
+                 "                confidences.append(confidence.cpu()[wrong])\n"),
+           replace=("                wrong = predicted != labels.to(device)\n"
+                    "                confidences.append(confidence[wrong].cpu())\n"),
+           why="keeps the mistake mask on the model's device and indexes the CPU indices with it: fails on a GPU",
+           caught_by="day29_confident_mistakes_tests"),
 ]

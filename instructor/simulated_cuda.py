@@ -1,0 +1,138 @@
+"""A simulated CUDA device for CPU graders: tensors that stay on the CPU but follow CUDA's device rules.
+
+On a CPU-only grader an answer that mixes devices (labels left on the CPU beside predictions on the GPU, a mask made
+on the GPU indexing a CPU tensor) runs fine, and fails on the learner's first GPU. Tensors made with
+:func:`on_simulated_cuda` report ``device`` ``cuda:0``, keep their CPU values, and raise what CUDA raises when an op
+mixes them with CPU tensors (a 0-d CPU tensor, like a Python number, may join them, as on CUDA)::
+
+    from instructor.simulated_cuda import on_simulated_cuda, simulating_cuda
+    logits = on_simulated_cuda(torch.randn(4, 3))
+    with simulating_cuda():
+        (logits.argmax(1) == labels)                  # RuntimeError: labels are on the CPU
+        (logits.argmax(1) == labels.to(logits.device)).cpu()   # fine: a plain CPU tensor again
+
+``.cpu()``/``.to("cpu")`` gives a plain tensor. Inside ``with simulating_cuda():`` a CPU tensor sent to CUDA
+(``.to("cuda")``, ``.cuda()``) and a tensor made there (``torch.zeros(..., device="cuda")``) become simulated ones
+instead of failing on a machine without a GPU.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+__all__ = ["on_simulated_cuda", "is_on_simulated_cuda", "simulating_cuda", "SIMULATED"]
+
+SIMULATED = torch.device("cuda", 0)
+_INDEXING = {"__getitem__", "__setitem__", "index_select", "index", "masked_select"}
+
+
+def _device_named(args: tuple, kwargs: dict) -> torch.device | None:
+    target = kwargs.get("device", args[0] if args else None)
+    if isinstance(target, (str, torch.device)) or (isinstance(target, int) and not isinstance(target, bool)):
+        return torch.device(target)
+    if isinstance(target, torch.Tensor):                  # x.to(other): other's device
+        return target.device
+    return None
+
+
+def _plain(t: Any) -> Any:
+    if isinstance(t, _SimulatedCuda):
+        with torch._C.DisableTorchFunctionSubclass():
+            return t.as_subclass(torch.Tensor)
+    return t
+
+
+def _simulated(t: Any) -> Any:
+    return t.as_subclass(_SimulatedCuda) if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter) \
+        else t
+
+
+_MOVES = {"to", "cuda", "cpu"}
+
+
+def _move(name: str, args: tuple, kwargs: dict) -> torch.Tensor:
+    """``args[0].to(...)``/``.cuda()``/``.cpu()`` with a CUDA target simulated: the values stay on the CPU."""
+    self, rest = args[0], args[1:]
+    target = torch.device("cpu") if name == "cpu" else SIMULATED if name == "cuda" else _device_named(rest, kwargs)
+    if name == "to":
+        if "device" in kwargs:
+            kwargs = {k: v for k, v in kwargs.items() if k != "device"}
+        elif target is not None:
+            if isinstance(rest[0], torch.Tensor):          # x.to(other): other's dtype too
+                kwargs = {**kwargs, "dtype": rest[0].dtype}
+            rest = rest[1:]
+    else:
+        rest, kwargs = (), {k: v for k, v in kwargs.items() if k == "memory_format"}
+    plain = _plain(self)
+    with torch._C.DisableTorchFunctionSubclass():
+        moved = plain.to(*rest, **kwargs) if (rest or kwargs) else plain
+    on_cuda = target.type == "cuda" if target is not None else isinstance(self, _SimulatedCuda)
+    return _simulated(moved) if on_cuda else moved
+
+
+class _SimulatedCuda(torch.Tensor):
+    @property
+    def device(self) -> torch.device:
+        return SIMULATED
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in _MOVES:
+            return _move(name, args, kwargs)
+        leaves = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        on_cpu = [t for t in leaves if not isinstance(t, (_SimulatedCuda, _SimulatedCudaParameter))]
+        if name in _INDEXING and args and isinstance(args[0], (_SimulatedCuda, _SimulatedCudaParameter)):
+            on_cpu = []                                    # CUDA accepts CPU indices into a CUDA tensor
+        if any(t.dim() > 0 for t in on_cpu):
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                               f"cuda:0 and cpu! (in {name or func}: a tensor on the simulated GPU met a CPU tensor)")
+        with torch._C.DisableTorchFunctionSubclass():
+            out = func(*tree_map(_plain, args), **tree_map(_plain, kwargs))
+        return tree_map(_simulated, out)
+
+
+class _SimulatedCudaParameter(torch.nn.Parameter):
+    """A parameter that reports ``cuda:0`` (ops on it run as plain CPU ops: its model decides what it returns)."""
+
+    @property
+    def device(self) -> torch.device:
+        return SIMULATED
+
+
+def on_simulated_cuda(t: torch.Tensor) -> torch.Tensor:
+    """``t`` (a CPU tensor) as if it lived on ``cuda:0``: same values, CUDA's device rules; a parameter stays one."""
+    if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
+        raise TypeError(f"on_simulated_cuda takes a CPU tensor, got {type(t).__name__} on "
+                        f"{getattr(t, 'device', None)}")
+    if isinstance(t, torch.nn.Parameter):
+        return _SimulatedCudaParameter(t.detach(), requires_grad=t.requires_grad)
+    return t.as_subclass(_SimulatedCuda)
+
+
+def is_on_simulated_cuda(t: Any) -> bool:
+    """True for a tensor made by :func:`on_simulated_cuda` (or computed from one)."""
+    return isinstance(t, (_SimulatedCuda, _SimulatedCudaParameter))
+
+
+class simulating_cuda(TorchFunctionMode):
+    """While active, CPU tensors sent to CUDA (``.to("cuda")``, ``.to(logits.device)``, ``.cuda()``) and tensors made
+    on it (``torch.zeros(..., device="cuda")``) become simulated ones, on a machine without a GPU."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in _MOVES and args and isinstance(args[0], torch.Tensor):
+            target = SIMULATED if name == "cuda" else torch.device("cpu") if name == "cpu" \
+                else _device_named(args[1:], kwargs)
+            if is_on_simulated_cuda(args[0]) or (target is not None and target.type == "cuda"):
+                return _move(name, args, kwargs)
+            return func(*args, **kwargs)
+        device = kwargs.get("device")
+        if device is not None and torch.device(device).type == "cuda":
+            return _simulated(func(*args, **{**kwargs, "device": "cpu"}))
+        return func(*args, **kwargs)
