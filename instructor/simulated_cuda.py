@@ -26,7 +26,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 __all__ = ["on_simulated_cuda", "is_on_simulated_cuda", "simulating_cuda", "SIMULATED"]
 
 SIMULATED = torch.device("cuda", 0)
-_INDEXING = {"__getitem__", "__setitem__", "index_select", "index", "masked_select"}
+_INDEXING = {"__getitem__", "__setitem__", "index"}   # not index_select/masked_select: they check devices
 
 
 def _device_named(args: tuple, kwargs: dict) -> torch.device | None:
@@ -87,7 +87,7 @@ class _SimulatedCuda(torch.Tensor):
         leaves = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         on_cpu = [t for t in leaves if not isinstance(t, (_SimulatedCuda, _SimulatedCudaParameter))]
         if name in _INDEXING and args and isinstance(args[0], (_SimulatedCuda, _SimulatedCudaParameter)):
-            on_cpu = []                                    # CUDA accepts CPU indices into a CUDA tensor
+            on_cpu = []                  # CUDA accepts CPU indices into a CUDA tensor (and, leniently, CPU values)
         if any(t.dim() > 0 for t in on_cpu):
             raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                                f"cuda:0 and cpu! (in {name or func}: a tensor on the simulated GPU met a CPU tensor)")

@@ -228,9 +228,9 @@ def as_if_on_cuda(answer: Callable, model: nn.Module) -> Iterator[CudaLikeRun]:
     """Run an answer as if ``model`` lived on a CUDA device, on a CPU-only grader, and stop it at its first autocast.
 
     On a CPU the device an answer reads and the device it hard-codes are both "cpu", so a choice made from the wrong
-    one passes unseen. While active, ``model``'s parameters (replaced in place: build optimizers inside the block)
-    and every tensor moved ``.to("cuda")`` stay on the CPU but report ``device`` cuda; ``CudaLikeRun.tensor(t)``
-    makes a batch that reports it too. The answer's ``torch.autocast``/``torch.amp.autocast`` (also imported by
+    one passes unseen. While active, ``model``'s parameters (swapped in place and put back on exit: build
+    optimizers inside the block) and every tensor moved ``.to("cuda")`` stay on the CPU but report ``device``
+    cuda; ``CudaLikeRun.tensor(t)`` makes a batch that reports it too. The answer's ``torch.autocast``/``torch.amp.autocast`` (also imported by
     name, see :func:`replacing`) records its ``device_type`` and ends the run, so the block exits normally there::
 
         with as_if_on_cuda(amp_train_step, model) as run:
@@ -238,10 +238,10 @@ def as_if_on_cuda(answer: Callable, model: nn.Module) -> Iterator[CudaLikeRun]:
         assert run.autocast_device_types == ["cuda"]
     """
     run = CudaLikeRun()
-    for module in model.modules():
-        for name, param in list(module._parameters.items()):
-            if param is not None:
-                module._parameters[name] = _ReportsCudaParameter(param.detach(), requires_grad=param.requires_grad)
+    originals = [(module, name, param) for module in model.modules()
+                 for name, param in module._parameters.items() if param is not None]
+    for module, name, param in originals:
+        module._parameters[name] = _ReportsCudaParameter(param.detach(), requires_grad=param.requires_grad)
     real_to = torch.Tensor.to
 
     def fake_autocast(*args: Any, **kwargs: Any) -> None:
@@ -254,7 +254,7 @@ def as_if_on_cuda(answer: Callable, model: nn.Module) -> Iterator[CudaLikeRun]:
             run.move_targets.append(device.type)
             if device.type == "cuda":
                 return t.as_subclass(_ReportsCuda)      # stays on the CPU, reports the device it was sent to
-        if type(t) is _ReportsCuda:                     # leaving "cuda": a plain tensor again, one move recorded
+        if device is not None and type(t) is _ReportsCuda:   # leaving "cuda": a plain tensor again, one move recorded
             with torch._C.DisableTorchFunctionSubclass():
                 t = t.as_subclass(torch.Tensor)
         return real_to(t, *args, **kwargs)
@@ -265,3 +265,6 @@ def as_if_on_cuda(answer: Callable, model: nn.Module) -> Iterator[CudaLikeRun]:
             yield run
     except _StopAtAutocast:
         pass
+    finally:
+        for module, name, param in originals:         # the model's own parameters again (their values untouched)
+            module._parameters[name] = param

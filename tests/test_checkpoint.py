@@ -244,8 +244,9 @@ class _Config:
 def test_a_trusted_class_can_be_allowed_for_one_load(tmp_path):
     path = tmp_path / "config.pt"
     torch.save({"model": {}, "extra": {"config": _Config(0.5)}}, path)
-    with pytest.raises(C.CheckpointError, match="safe_globals"):
+    with pytest.raises(C.CheckpointError, match="safe_globals") as refused:
         C.load_checkpoint(path)
+    assert "_Config" in str(refused.value), "the error names the class to allow"
     assert C.load_checkpoint(path, safe_globals=[_Config])["extra"]["config"] == _Config(0.5)
     with pytest.raises(C.CheckpointError):
         C.load_checkpoint(path)  # allowed for that load only

@@ -19,6 +19,8 @@ def test_a_simulated_tensor_reports_cuda_keeps_its_values_and_results_stay_simul
     lambda sim, cpu: sim == cpu,
     lambda sim, cpu: torch.cat([sim, cpu]),
     lambda sim, cpu: cpu[sim > 0],                     # a GPU mask indexing a CPU tensor
+    lambda sim, cpu: sim.index_select(0, cpu.long()),  # index_select and masked_select check devices on CUDA
+    lambda sim, cpu: sim.masked_select(cpu > 0),
 ])
 def test_an_op_that_mixes_a_simulated_and_a_cpu_tensor_raises_as_cuda_does(mix):
     sim, cpu = on_simulated_cuda(torch.arange(4.0)), torch.arange(4.0)

@@ -166,7 +166,7 @@ def test_as_if_on_cuda_shows_a_device_read_from_the_model_and_stops_at_autocast(
         ns["read_device"](model, x)
         raise AssertionError("the fake autocast must end the run")
     assert run.autocast_device_types == ["cuda"] and run.move_targets == ["cuda"]
-    assert next(model.parameters()).device.type == "cuda" and next(model.parameters()).data_ptr() != 0
+    assert next(model.parameters()).device.type == "cpu", "the model's own parameters are back after the block"
     assert torch.Tensor.to.__name__ == "to" and ns["autocast"] is torch.autocast, "the patches are undone on exit"
     model2 = nn.Linear(3, 2)
     with as_if_on_cuda(ns["hard_coded"], model2) as run2:
@@ -181,3 +181,24 @@ def test_as_if_on_cuda_passes_other_errors_through():
         with as_if_on_cuda(ns["read_device"], nn.Linear(3, 2)):
             raise ValueError("learner's bug")
     assert ns["autocast"] is torch.autocast
+
+
+def test_as_if_on_cuda_keeps_a_cast_batch_on_cuda_and_only_a_move_to_the_cpu_leaves_it():
+    from instructor.spies import as_if_on_cuda
+    ns = _answer_namespace(
+        "import torch\n"
+        "def cast_first(model, x):\n"
+        "    x = x.to(torch.float32)\n"
+        "    with torch.autocast(x.device.type, dtype=torch.bfloat16):\n"
+        "        return model(x)\n"
+        "def back_to_cpu(model, x):\n"
+        "    x = x.to('cpu')\n"
+        "    with torch.autocast(x.device.type, dtype=torch.bfloat16):\n"
+        "        return model(x)\n")
+    model, x = nn.Linear(3, 2), torch.ones(4, 3, dtype=torch.float64)
+    with as_if_on_cuda(ns["cast_first"], model) as run:
+        ns["cast_first"](model, run.tensor(x))
+    assert run.autocast_device_types == ["cuda"] and run.move_targets == []
+    with as_if_on_cuda(ns["back_to_cpu"], model) as run:
+        ns["back_to_cpu"](model, run.tensor(x))
+    assert run.autocast_device_types == ["cpu"] and run.move_targets == ["cpu"]

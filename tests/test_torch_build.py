@@ -218,6 +218,7 @@ def test_lock_readers_agree_with_the_installed_wheel():
 
 
 def test_installed_build_from_the_version_string():
+    assert tb.installed_build("2.14.1+cu130") == "default", "PyTorch's own index spells the lock's build +cu130"
     assert [tb.installed_build(v) for v in ("2.14.1", "2.14.1+cu126", "2.14.1+cpu", None)] == \
         ["default", "cu126", "cpu", None]
 

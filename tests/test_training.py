@@ -116,6 +116,20 @@ def test_evaluate_uses_eval_mode_and_no_graph():
     assert seen == {"training": False, "grad": False}
 
 
+def test_evaluate_restores_every_submodule_mode_also_when_the_model_raises():
+    model = nn.Sequential(nn.Linear(2, 4), nn.BatchNorm1d(4), nn.Linear(4, 2)).train()
+    model[1].eval()                                          # a frozen BatchNorm inside a training model
+    batch = [(torch.zeros(3, 2), torch.zeros(3, dtype=torch.long))]
+    TR.evaluate(model, batch, "cpu")
+    assert [m.training for m in model] == [True, False, True]
+    with pytest.raises(RuntimeError):
+        TR.evaluate(model, [(torch.zeros(3, 5), torch.zeros(3, dtype=torch.long))], "cpu")   # wrong width
+    assert [m.training for m in model] == [True, False, True]
+    model.eval()
+    TR.evaluate(model, batch, "cpu")
+    assert not any(m.training for m in model.modules())
+
+
 @pytest.mark.parametrize("progress, reads", [(True, 4 + 2), (False, 2)])
 def test_logging_reads_the_device_once_per_interval(monkeypatch, progress, reads):
     x, y = _linear_data(40)
@@ -261,3 +275,11 @@ def test_fp16_scaler_reads_once_per_step_unless_the_optimizer_is_fused():
             TR.train_one_epoch(model, data, opt, "cpu", scaler=scaler, progress=False)
         reads[fused] = counted["n"]
     assert reads[False] - reads[True] == 5, f"scaler reads: {reads} (one per step without fused, none with)"
+
+
+def test_collect_predictions_keeps_a_frozen_batchnorm_frozen():
+    from utils.metrics import collect_predictions
+    model = nn.Sequential(nn.Linear(2, 4), nn.BatchNorm1d(4), nn.Linear(4, 2)).train()
+    model[1].eval()
+    collect_predictions(model, [(torch.zeros(3, 2), torch.zeros(3, dtype=torch.long))], "cpu")
+    assert [m.training for m in model] == [True, False, True]

@@ -2,9 +2,9 @@
 """Rehearse the GPU check kit on the GPU machine's software, on this CPU, in one command (`make gpu-rehearsal`):
 
 1. An environment like the GPU machine's image, outside the checkout (``$GPU_REHEARSAL_DIR``, default
-   ``~/.cache/gpu-bootcamp/gpu-rehearsal``): Python 3.12 (``$PY312``, else ``python3.12`` on the PATH, else pyenv's
-   newest 3.12), torch 2.11.0 + torchvision 0.26.0 from PyPI and the image's other packages the course uses
-   (``tools/gpu_check/device_image.txt``). Built once (several GB), rebuilt only when that file changes.
+   ``~/.cache/gpu-bootcamp/gpu-rehearsal``): Python 3.12 (``$PY312``, else pyenv's newest 3.12, else
+   ``python3.12`` on the PATH), torch 2.11.0 + torchvision 0.26.0 from PyPI and the image's other packages the
+   course uses (``tools/gpu_check/device_image.txt``). Built once (several GB), rebuilt only when that file changes.
 2. The carried wheels (``tools/gpu_check_wheels.txt``) fetched into ``build/gpu_wheels``, again only when the list
    changes: the folder the device call carries.
 3. Under that Python, exactly as on the GPU machine: the kit installs the wheels the environment lacks with
@@ -23,6 +23,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -40,8 +41,9 @@ QUIET = ["--quiet", "--disable-pip-version-check"]
 def python312() -> str:
     """A working CPython 3.12: ``$PY312``, else the newest of pyenv's 3.12 versions, else ``python3.12`` on the PATH
     (a pyenv shim there may not run: each candidate is tried)."""
-    candidates = [os.environ.get("PY312"), *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12.*/bin/python")),
-                                                   reverse=True), shutil.which("python3.12")]
+    pyenv = glob.glob(os.path.expanduser("~/.pyenv/versions/3.12.*/bin/python"))
+    newest_first = sorted(pyenv, key=lambda p: [int(n) for n in re.findall(r"3\.12\.(\d+)", p)[-1:]], reverse=True)
+    candidates = [os.environ.get("PY312"), *newest_first, shutil.which("python3.12")]
     for found in filter(None, candidates):
         probe = subprocess.run([found, "-c", "import sys; sys.exit(sys.version_info[:2] != (3, 12))"],
                                capture_output=True)

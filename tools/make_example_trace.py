@@ -12,7 +12,7 @@ ResNet50 training steps at batch 64 under bf16 autocast (channels_last, SGD with
   residual adds, the autocast weight casts, the loss; the backward in reverse with data and weight gradients; the
   optimizer's multi-tensor kernels), with kernel names of the kind cuDNN, cuBLAS and ATen give them on Hopper;
 - kernel durations from each operator's FLOPs or bytes (convolutions at 40 % of an H100's dense bf16 peak,
-  element-wise kernels at 2 TB/s, at least 2.5 us each), so the step takes about 21 ms of GPU time;
+  element-wise kernels at 2 TB/s, at least 2.5 us each), so the step takes about 18 ms of GPU time;
 - the host launching each kernel after a few microseconds of Python and dispatch, the GPU starting it once it is
   launched and the previous kernel has ended, and a ``loss.item()`` (``cudaStreamSynchronize``) at the end of each
   step;
@@ -127,7 +127,8 @@ def backward_kernels() -> list[tuple[str, float]]:
 
 def optimizer_kernels() -> list[tuple[str, float]]:
     # SGD with momentum, foreach: weight decay off; buf.mul_(m).add_(g); p.add_(buf, alpha=-lr). 25.6 M fp32 params:
-    # each multi-tensor op takes several launches (at most 320 chunks of 65,536 elements or 64 tensors at depth 2).
+    # a CUDA 12 build splits each multi-tensor op into 3 launches (320 chunks of 65,536 elements each at depth 2); the
+    # lock's CUDA 13 build fits it in one (2,240 chunks). The trace models 2, between the two.
     params = 25_557_032
     launches = 2
     per = params * 4 * 3 / BANDWIDTH * 1e6 / launches

@@ -126,11 +126,12 @@ def lock_without_torch(lock_lines: list) -> list:
 
 
 def installed_build(torch_version: Optional[str]) -> Optional[str]:
-    """``"2.14.1"`` (PyPI) -> ``"default"``, ``"2.14.1+cu126"`` -> ``"cu126"``; None when torch is not installed."""
+    """``"2.14.1"`` (PyPI) -> ``"default"``, ``"2.14.1+cu126"`` -> ``"cu126"``; None when torch is not installed.
+    ``"+cu130"`` (PyTorch's own index) is the lock's CUDA 13.0 build: ``"default"`` too."""
     if not torch_version:
         return None
     local = torch_version.partition("+")[2]
-    return local or "default"
+    return "default" if local in ("", "cu130") else local
 
 
 # ---------------------------------------------------------------- the machine

@@ -93,6 +93,12 @@ def _keep_previous(path: Path) -> None:
     os.replace(staged, prev)
 
 
+def _refused_global(error: Exception) -> str:
+    """The line of torch.load's weights_only error that names the refused global (``Unsupported global: GLOBAL
+    mod.Class ...``); torch's message ends with a link to its documentation, which names nothing."""
+    lines = str(error).splitlines() or [""]
+    return next((line.strip() for line in lines if "GLOBAL" in line), lines[-1])
+
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu",
                     safe_globals: Sequence[Any] = ()) -> dict[str, Any]:
     """Load a checkpoint written by :func:`atomic_save` with ``weights_only=True``, with clear errors for missing,
@@ -112,7 +118,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         if "was not an allowed global" in str(e):
             raise CheckpointError(
                 f"{path} stores Python objects beyond tensors and plain containers, which weights_only loading "
-                f"refuses because unpickling them can run arbitrary code ({str(e).splitlines()[-1][:200]}). Save "
+                f"refuses because unpickling them can run arbitrary code ({_refused_global(e)[:200]}). Save "
                 "plain data (state_dicts, numbers, strings, lists, dicts), pass the class in safe_globals if you "
                 "trust it, or load a file you made yourself with torch.load(path, weights_only=False).") from e
         raise CheckpointError(_corrupt_message(path, e)) from e

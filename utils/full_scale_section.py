@@ -188,9 +188,9 @@ def fit_full_scale_batch(model: str, num_classes: int, image_size: int, batch_si
 
 def _failure_text(label: str, batch_size: int, error: RuntimeError, fresh: bool) -> str | None:
     """What to print when the run ``label`` raised ``error``: an out-of-memory error (:func:`is_out_of_memory`), or
-    any error of a run in a fresh process (the process died, ran past its time, or could not open the GPU: another
-    CUDA context refused, as on a GPU in exclusive-process compute mode). ``None`` for any other error: a bug,
-    raised as it is."""
+    any error of a run in a fresh process (the process died, ran past its time, or raised an error of its own; a GPU
+    in exclusive-process compute mode never gets here: :func:`utils.fast_path.run_with_fresh_plans` runs that run in
+    this process). ``None`` for any other error of a run in this process: a bug, raised as it is."""
     first_line = (str(error).strip().splitlines() or [""])[0][:200]
     if is_out_of_memory(error):
         return (f"{label}: out of memory at batch {batch_size} on this GPU ({type(error).__name__}: {first_line}). "
@@ -198,7 +198,7 @@ def _failure_text(label: str, batch_size: int, error: RuntimeError, fresh: bool)
                 "recorded results follow.")
     if fresh:
         return (f"{label}: its fresh process failed ({type(error).__name__}: {first_line}), so this GPU cannot "
-                "measure it here (a GPU in exclusive-process compute mode refuses a second process). The full-size "
+                "measure it here (the process died, ran past its time, or raised the error above). The full-size "
                 "runs stop here and the recorded results follow.")
     return None
 

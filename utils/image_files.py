@@ -20,7 +20,7 @@ from .splits import bundled_digits
 def write_digit_pngs(directory: str | Path, n: int | None = None, image_size: int = 128, seed: int = 0
                      ) -> list[tuple[Path, int]]:
     """Write ``n`` of scikit-learn's 1,797 real 8x8 digit scans (all when ``None``, else a seeded random choice) as ``image_size`` x ``image_size`` RGB PNG files in an ImageFolder layout
-    (``directory/<label>/<index>.png``). Existing files are reused. Returns ``(path, label)`` pairs."""
+    (``directory/<label>/<index>_<image_size>.png``, the index zero-padded to 5 digits). Existing files are reused. Returns ``(path, label)`` pairs."""
     from PIL import Image
     if image_size < 8:
         raise ValueError(f"image_size must be >= 8 pixels, got {image_size}")

@@ -127,8 +127,8 @@ class DataLoaderInput(InputPath):
         return self.test
 
     def describe(self) -> str:
-        return (f"DataLoader, {self.workers} worker processes decoding JPEGs" if self.workers else
-                "DataLoader, JPEGs decoded in the main process")
+        return (f"DataLoader, {self.workers} worker processes decoding and transforming images" if self.workers else
+                "DataLoader, images decoded and transformed in the main process")
 
 
 def gather_batch(images: torch.Tensor, labels: torch.Tensor, rows: torch.Tensor, *, generator: torch.Generator,

@@ -257,8 +257,8 @@ def run_torchrun(script: str | os.PathLike, nproc_per_node: int = 2, args: Seque
     """Run ``torchrun --standalone --nproc_per_node=N script args...`` and return its output.
 
     Every process is killed after ``timeout_s`` seconds (``LaunchResult.timed_out`` is then True), so a hung
-    collective cannot hang the caller. ``env`` entries are added to this process's environment;
-    ``threads_per_process`` sets ``OMP_NUM_THREADS`` (1 keeps N processes from fighting over a few CPU cores).
+    collective cannot hang the caller. ``env`` entries are added to a copy of this process's environment for the
+    job (``os.environ`` is not changed); ``threads_per_process`` sets ``OMP_NUM_THREADS`` (1 keeps N processes from fighting over a few CPU cores).
     Each rank's output is written under ``log_dir`` (a temporary folder, deleted afterwards, when not given) and
     returned in ``rank_stdout``/``rank_stderr``.
 

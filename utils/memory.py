@@ -25,6 +25,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import torch
 from torch import nn
 
+from .modes import modes_kept
 from .precision import autocast_context
 from .step import train_step
 
@@ -164,13 +165,11 @@ def mode_and_buffers_kept(model: nn.Module) -> Iterator[None]:
     """Put back the train/eval mode of ``model`` and of each submodule (a BatchNorm frozen in eval inside a training
     model stays frozen) and its buffers (BatchNorm's running statistics: about 0.2 MB in ResNet50) when the block
     ends, even by an error: for measurements that run training steps on a model they were lent."""
-    modes = [(module, module.training) for module in model.modules()]
     saved = [b.detach().clone() for b in model.buffers()]
     try:
-        yield
+        with modes_kept(model):
+            yield
     finally:
-        for module, training in modes:
-            module.training = training
         with torch.no_grad():
             for buffer, value in zip(model.buffers(), saved):
                 buffer.copy_(value)

@@ -7,7 +7,8 @@ first: it measures what one training sample saves for backward (a forward pass a
 batch, halving from the preferred one, whose prediction fits into the memory that is free now
 (:func:`free_device_bytes`: ``torch.cuda.mem_get_info`` plus what PyTorch's own cache holds but does not use).
 Off CUDA nothing is checked and the preferred batch is kept (Apple's MPS does have a limit, where its allocator
-raises an out-of-memory error, ``torch.mps.recommended_max_memory()``, but this plan does not read it).
+raises an out-of-memory error: ``PYTORCH_MPS_HIGH_WATERMARK_RATIO``, 1.7 by default, times
+``torch.mps.recommended_max_memory()``; this plan does not read it).
 
 All sizes are bytes.
 """

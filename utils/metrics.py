@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from .device import synchronize
+from .modes import modes_kept
 
 
 def confusion_matrix(preds: torch.Tensor, targets: torch.Tensor, num_classes: int) -> torch.Tensor:
@@ -143,20 +144,17 @@ class Predictions:
 
 def collect_predictions(model: nn.Module, loader: Iterable, device: torch.device | str) -> Predictions:
     """Logits and targets for every sample of ``loader`` (use an unshuffled loader to keep dataset order),
-    computed in eval mode under ``torch.inference_mode``. The model's train/eval mode is restored afterwards."""
+    computed in eval mode under ``torch.inference_mode``. The mode of the model and of each submodule is restored
+    afterwards (a BatchNorm frozen in eval mode stays frozen)."""
     dev = torch.device(device)
-    was_training = model.training
-    model.eval()
     logits: list[torch.Tensor] = []
     targets: list[torch.Tensor] = []
-    try:
-        with torch.inference_mode():
-            for images, labels in loader:
-                logits.append(model(images.to(dev)).float().cpu())
-                targets.append(torch.as_tensor(labels).cpu())
-        synchronize(dev)
-    finally:
-        model.train(was_training)
+    with modes_kept(model), torch.inference_mode():
+        model.eval()
+        for images, labels in loader:
+            logits.append(model(images.to(dev)).float().cpu())
+            targets.append(torch.as_tensor(labels).cpu())
+    synchronize(dev)
     if not logits:
         raise ValueError("the loader yielded no batches")
     return Predictions(torch.cat(logits), torch.cat(targets).long())

@@ -376,7 +376,8 @@ def device_utilisation(monitor: Monitor, threads: int | None = None, skip_first:
 
 def utilisation_stats(trace: UtilisationTrace, low_pct: float = 20.0) -> tuple[float, float] | None:
     """``(mean utilisation in %, share of readings below low_pct)`` of ``trace``, or ``None`` when it holds no
-    reading at all (a MIG slice, a run shorter than one interval): a summary of nothing is not 0 %."""
+    reading at all (a MIG slice, where NVML reports no utilisation): a summary of nothing is not 0 %. A run shorter
+    than one interval is not empty: it keeps the sample taken at stop, one reading with little time behind it."""
     if not trace.util_pct:
         return None
     n = len(trace.util_pct)

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from .device import synchronize
+from .modes import modes_kept
 from .precision import autocast_context, make_grad_scaler, resolve_amp
 from .step import LossFn, optimizer_step, train_step
 
@@ -169,17 +170,19 @@ def evaluate(model: nn.Module, loader: Iterable, device: torch.device | str, *, 
              amp: bool | str = False, max_steps: int | None = None, progress: bool = False,
              desc: str = "eval", non_blocking: bool = True) -> EpochStats:
     """Mean loss and accuracy over every sample of ``loader``, in eval mode (BatchNorm uses its running
-    statistics, dropout is off) and under ``torch.inference_mode`` (no autograd graph is kept)."""
+    statistics, dropout is off) and under ``torch.inference_mode`` (no autograd graph is kept). The mode of the
+    model and of each submodule is restored afterwards (``utils.modes.modes_kept``, as Day 06 teaches): a model
+    that came in training mode leaves in it, and a BatchNorm frozen in eval mode stays frozen."""
     dev = torch.device(device)
     loss_fn = loss_fn or nn.CrossEntropyLoss()
     amp_dtype = resolve_amp(amp, dev)
-    model.eval()
     loss_sum = torch.zeros((), device=dev)
     correct = torch.zeros((), device=dev, dtype=torch.long)
     samples = 0
     batches = 0
     start = time.perf_counter()
-    with torch.inference_mode():
+    with modes_kept(model), torch.inference_mode():
+        model.eval()
         for i, (images, targets) in enumerate(_progress(loader, progress, None, desc)):
             if max_steps is not None and i >= max_steps:
                 break
