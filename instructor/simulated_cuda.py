@@ -3,7 +3,9 @@
 On a CPU-only grader an answer that mixes devices (labels left on the CPU beside predictions on the GPU, a mask made
 on the GPU indexing a CPU tensor) runs fine, and fails on the learner's first GPU. Tensors made with
 :func:`on_simulated_cuda` report ``device`` ``cuda:0``, keep their CPU values, and raise what CUDA raises when an op
-mixes them with CPU tensors (a 0-d CPU tensor, like a Python number, may join them, as on CUDA)::
+mixes them with CPU tensors (a 0-d CPU tensor, like a Python number, may join them as an input of an element-wise
+op, as on CUDA, but not of ``torch.cat``/``torch.stack``, and never receives their result in place:
+``cpu_total += gpu_loss`` fails), and ``.numpy()``/``np.asarray`` refuse them as CUDA does::
 
     from instructor.simulated_cuda import on_simulated_cuda, simulating_cuda
     logits = on_simulated_cuda(torch.randn(4, 3))
@@ -11,7 +13,9 @@ mixes them with CPU tensors (a 0-d CPU tensor, like a Python number, may join th
         (logits.argmax(1) == labels)                  # RuntimeError: labels are on the CPU
         (logits.argmax(1) == labels.to(logits.device)).cpu()   # fine: a plain CPU tensor again
 
-``.cpu()``/``.to("cpu")`` gives a plain tensor. Inside ``with simulating_cuda():`` a CPU tensor sent to CUDA
+``.cpu()``/``.to("cpu")`` gives a plain tensor. Not simulated: CUDA's limit of one CPU scalar per element-wise op
+(the simulation accepts several). A parameter made with :func:`on_simulated_cuda` only reports ``cuda:0``: ops on it
+alone give plain CPU tensors; the rules apply where a simulated tensor (a batch) is an input too. Inside ``with simulating_cuda():`` a CPU tensor sent to CUDA
 (``.to("cuda")``, ``.cuda()``) and a tensor made there (``torch.zeros(..., device="cuda")``) become simulated ones
 instead of failing on a machine without a GPU.
 """
@@ -27,6 +31,8 @@ __all__ = ["on_simulated_cuda", "is_on_simulated_cuda", "simulating_cuda", "SIMU
 
 SIMULATED = torch.device("cuda", 0)
 _INDEXING = {"__getitem__", "__setitem__", "index"}   # not index_select/masked_select: they check devices
+_IN_PLACE = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
+             "__imatmul__", "__iand__", "__ior__", "__ixor__"}
 
 
 def _device_named(args: tuple, kwargs: dict) -> torch.device | None:
@@ -51,6 +57,8 @@ def _simulated(t: Any) -> Any:
 
 
 _MOVES = {"to", "cuda", "cpu"}
+_NO_CPU_SCALARS = {"cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack"}   # not element-wise
+_TO_NUMPY = {"numpy", "__array__"}
 
 
 def _move(name: str, args: tuple, kwargs: dict) -> torch.Tensor:
@@ -78,17 +86,34 @@ class _SimulatedCuda(torch.Tensor):
     def device(self) -> torch.device:
         return SIMULATED
 
+    @property
+    def is_cuda(self) -> bool:
+        return True
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if name in _MOVES:
             return _move(name, args, kwargs)
+        if name in _TO_NUMPY:
+            raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to "
+                            "host memory first.")
+        if name == "copy_":                  # a copy between devices is legal; the result is where self is
+            with torch._C.DisableTorchFunctionSubclass():
+                _plain(args[0]).copy_(_plain(args[1]), *args[2:], **kwargs)
+            return args[0]
         leaves = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        on_cpu = [t for t in leaves if not isinstance(t, (_SimulatedCuda, _SimulatedCudaParameter))]
-        if name in _INDEXING and args and isinstance(args[0], (_SimulatedCuda, _SimulatedCudaParameter)):
-            on_cpu = []                  # CUDA accepts CPU indices into a CUDA tensor (and, leniently, CPU values)
-        if any(t.dim() > 0 for t in on_cpu):
+        on_cpu = [t for t in leaves if not is_on_simulated_cuda(t)]
+        if name == "__setitem__" or (name in _INDEXING and args and is_on_simulated_cuda(args[0])):
+            on_cpu = []                  # CUDA accepts CPU indices into a CUDA tensor; a slice assignment copies
+        in_place = name in _IN_PLACE or (name.endswith("_") and not name.startswith("_"))
+        written = args[0] if in_place and args else kwargs.get("out")
+        if isinstance(written, torch.Tensor) and not is_on_simulated_cuda(written) and len(on_cpu) < len(leaves):
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                               f"cuda:0 and cpu! (in {name}: a GPU value written into a CPU tensor, which CUDA "
+                               "refuses even for a 0-d one)")
+        if any(t.dim() > 0 or name in _NO_CPU_SCALARS for t in on_cpu):
             raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                                f"cuda:0 and cpu! (in {name or func}: a tensor on the simulated GPU met a CPU tensor)")
         with torch._C.DisableTorchFunctionSubclass():
@@ -103,9 +128,14 @@ class _SimulatedCudaParameter(torch.nn.Parameter):
     def device(self) -> torch.device:
         return SIMULATED
 
+    @property
+    def is_cuda(self) -> bool:
+        return True
+
 
 def on_simulated_cuda(t: torch.Tensor) -> torch.Tensor:
-    """``t`` (a CPU tensor) as if it lived on ``cuda:0``: same values, CUDA's device rules; a parameter stays one."""
+    """``t`` (a CPU tensor) as if it lived on ``cuda:0``: same values, CUDA's device rules; a parameter stays one
+    and only reports ``cuda:0`` (ops on it alone give plain CPU tensors)."""
     if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
         raise TypeError(f"on_simulated_cuda takes a CPU tensor, got {type(t).__name__} on "
                         f"{getattr(t, 'device', None)}")
@@ -115,7 +145,7 @@ def on_simulated_cuda(t: torch.Tensor) -> torch.Tensor:
 
 
 def is_on_simulated_cuda(t: Any) -> bool:
-    """True for a tensor made by :func:`on_simulated_cuda` (or computed from one)."""
+    """True for a tensor made by :func:`on_simulated_cuda` (or computed from one that is not a parameter)."""
     return isinstance(t, (_SimulatedCuda, _SimulatedCudaParameter))
 
 

@@ -31,6 +31,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .simulated_cuda import _device_named, on_simulated_cuda, simulating_cuda
+
 __all__ = ["recording_moves", "Moves", "same_device", "was_moved", "recording_op_dtypes", "replacing",
            "as_if_on_cuda", "CudaLikeRun"]
 
@@ -109,7 +111,8 @@ def recording_moves(*, cpu_calls: bool = False, modules: bool = False) -> Iterat
 
 
 def same_device(a: torch.device | str, b: torch.device | str) -> bool:
-    """True when two devices are the same place: ``cuda`` and ``cuda:0`` match (no index means the current one)."""
+    """True when two devices are the same place: a device without an index (``cuda``) matches every index of its type
+    (``cuda:0``, ``cuda:1``), since a grader's answers use one device per type."""
     a, b = torch.device(a), torch.device(b)
     return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
 
@@ -197,21 +200,9 @@ class _StopAtAutocast(Exception):
     """Raised by the fake autocast: the answer's run ends where its device choice is made."""
 
 
-class _ReportsCuda(torch.Tensor):
-    @property
-    def device(self) -> torch.device:
-        return torch.device("cuda")
-
-
-class _ReportsCudaParameter(nn.Parameter):
-    @property
-    def device(self) -> torch.device:
-        return torch.device("cuda")
-
-
 class CudaLikeRun:
     """What :func:`as_if_on_cuda` saw: the ``device_type`` each autocast entry asked for and the device type of each
-    ``Tensor.to(<device>)`` call, in order (``"cuda"``, ``"cpu"``, ...)."""
+    ``Tensor.to(...)`` call that names a device or another tensor's, in order (``"cuda"``, ``"cpu"``, ...)."""
 
     def __init__(self) -> None:
         self.autocast_device_types: list[str] = []
@@ -219,8 +210,23 @@ class CudaLikeRun:
 
     @staticmethod
     def tensor(t: torch.Tensor) -> torch.Tensor:
-        """``t`` as a tensor that stays on the CPU but reports ``device`` cuda (a batch already on the GPU)."""
-        return t.as_subclass(_ReportsCuda)
+        """``t`` on the simulated GPU (:mod:`instructor.simulated_cuda`): a batch already on cuda."""
+        return on_simulated_cuda(t)
+
+
+class _RecordingMoves(simulating_cuda):
+    """:class:`simulating_cuda` that also records the device type each ``Tensor.to(...)`` names."""
+
+    def __init__(self, run: CudaLikeRun) -> None:
+        super().__init__()
+        self.run = run
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") == "to" and args and isinstance(args[0], torch.Tensor):
+            device = _device_named(args[1:], kwargs or {})
+            if device is not None:
+                self.run.move_targets.append(device.type)
+        return super().__torch_function__(func, types, args, kwargs)
 
 
 @contextmanager
@@ -228,10 +234,12 @@ def as_if_on_cuda(answer: Callable, model: nn.Module) -> Iterator[CudaLikeRun]:
     """Run an answer as if ``model`` lived on a CUDA device, on a CPU-only grader, and stop it at its first autocast.
 
     On a CPU the device an answer reads and the device it hard-codes are both "cpu", so a choice made from the wrong
-    one passes unseen. While active, ``model``'s parameters (swapped in place and put back on exit: build
-    optimizers inside the block) and every tensor moved ``.to("cuda")`` stay on the CPU but report ``device``
-    cuda; ``CudaLikeRun.tensor(t)`` makes a batch that reports it too. The answer's ``torch.autocast``/``torch.amp.autocast`` (also imported by
-    name, see :func:`replacing`) records its ``device_type`` and ends the run, so the block exits normally there::
+    one passes unseen. While active, the run is on :mod:`instructor.simulated_cuda`'s simulated GPU: ``model``'s
+    parameters (swapped in place and put back on exit: build optimizers inside the block), every tensor moved
+    ``.to("cuda")`` and every tensor made with ``device="cuda"`` keep their CPU values but report ``cuda:0`` and follow
+    CUDA's device rules; ``CudaLikeRun.tensor(t)`` makes a batch that is there too. The answer's
+    ``torch.autocast``/``torch.amp.autocast`` (also imported by name, see :func:`replacing`) records its
+    ``device_type`` and ends the run, so the block exits normally there::
 
         with as_if_on_cuda(amp_train_step, model) as run:
             amp_train_step(model, run.tensor(x), run.tensor(y), torch.optim.SGD(model.parameters()), ...)
@@ -241,27 +249,15 @@ def as_if_on_cuda(answer: Callable, model: nn.Module) -> Iterator[CudaLikeRun]:
     originals = [(module, name, param) for module in model.modules()
                  for name, param in module._parameters.items() if param is not None]
     for module, name, param in originals:
-        module._parameters[name] = _ReportsCudaParameter(param.detach(), requires_grad=param.requires_grad)
-    real_to = torch.Tensor.to
+        module._parameters[name] = on_simulated_cuda(param)
 
     def fake_autocast(*args: Any, **kwargs: Any) -> None:
         run.autocast_device_types.append(str(kwargs.get("device_type", args[0] if args else None)))
         raise _StopAtAutocast
 
-    def tensor_to(t: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        device = _target_device(args, kwargs)
-        if device is not None:
-            run.move_targets.append(device.type)
-            if device.type == "cuda":
-                return t.as_subclass(_ReportsCuda)      # stays on the CPU, reports the device it was sent to
-        if device is not None and type(t) is _ReportsCuda:   # leaving "cuda": a plain tensor again, one move recorded
-            with torch._C.DisableTorchFunctionSubclass():
-                t = t.as_subclass(torch.Tensor)
-        return real_to(t, *args, **kwargs)
-
     try:
         with replacing(answer, (torch, "autocast", fake_autocast), (torch.amp, "autocast", fake_autocast)), \
-                mock.patch.object(torch.Tensor, "to", tensor_to):
+                _RecordingMoves(run):
             yield run
     except _StopAtAutocast:
         pass

@@ -21,11 +21,24 @@ def test_a_simulated_tensor_reports_cuda_keeps_its_values_and_results_stay_simul
     lambda sim, cpu: cpu[sim > 0],                     # a GPU mask indexing a CPU tensor
     lambda sim, cpu: sim.index_select(0, cpu.long()),  # index_select and masked_select check devices on CUDA
     lambda sim, cpu: sim.masked_select(cpu > 0),
+    lambda sim, cpu: cpu[:1].squeeze().add_(sim[0]),    # a GPU value written into a 0-d CPU tensor
 ])
 def test_an_op_that_mixes_a_simulated_and_a_cpu_tensor_raises_as_cuda_does(mix):
     sim, cpu = on_simulated_cuda(torch.arange(4.0)), torch.arange(4.0)
     with simulating_cuda(), pytest.raises(RuntimeError, match="same device"):
         mix(sim, cpu)
+
+
+def test_a_cpu_total_updated_in_place_from_a_gpu_value_fails():
+    total, loss = torch.zeros(()), on_simulated_cuda(torch.tensor(2.0))
+    with simulating_cuda(), pytest.raises(RuntimeError, match="written into a CPU tensor"):
+        total += loss
+    on_gpu = on_simulated_cuda(torch.zeros(()))
+    with simulating_cuda():
+        on_gpu += loss
+        on_gpu.add_(torch.tensor(1.0))                 # a 0-d CPU value as an input is fine
+        torch.zeros(3).copy_(on_simulated_cuda(torch.ones(3)))   # a copy between devices is fine
+    assert float(on_gpu) == 3.0
 
 
 def test_what_cuda_allows_is_allowed():
@@ -48,7 +61,23 @@ def test_what_cuda_allows_is_allowed():
 def test_a_parameter_reports_cuda_and_only_cpu_tensors_are_accepted():
     layer = nn.Linear(2, 2)
     layer.weight = on_simulated_cuda(layer.weight)
-    assert isinstance(layer.weight, nn.Parameter) and layer.weight.device.type == "cuda"
+    assert isinstance(layer.weight, nn.Parameter) and layer.weight.device.type == "cuda" and layer.weight.is_cuda
     assert next(layer.parameters()).device == SIMULATED
     with pytest.raises(TypeError, match="CPU tensor"):
         on_simulated_cuda(torch.empty(2, device="meta"))
+
+
+def test_numpy_and_a_cpu_scalar_in_cat_are_refused_as_on_cuda():
+    import numpy as np
+
+    sim = on_simulated_cuda(torch.ones(2))
+    for to_numpy in (lambda: sim.numpy(), lambda: np.asarray(sim), lambda: sim.detach().numpy()):
+        with pytest.raises(TypeError, match="Use Tensor.cpu"):
+            to_numpy()
+    assert np.asarray(sim.cpu()).tolist() == [1.0, 1.0]
+    scalar = on_simulated_cuda(torch.tensor(1.0))
+    for join in (torch.stack, torch.cat):
+        with pytest.raises(RuntimeError, match="same device"):
+            join([scalar if join is torch.stack else sim, torch.tensor(2.0) if join is torch.stack else torch.ones(1)])
+    with simulating_cuda():
+        assert is_on_simulated_cuda(torch.stack([scalar, torch.tensor(2.0).to(scalar.device)]))

@@ -202,3 +202,27 @@ def test_as_if_on_cuda_keeps_a_cast_batch_on_cuda_and_only_a_move_to_the_cpu_lea
     with as_if_on_cuda(ns["back_to_cpu"], model) as run:
         ns["back_to_cpu"](model, run.tensor(x))
     assert run.autocast_device_types == ["cpu"] and run.move_targets == ["cpu"]
+
+
+def test_as_if_on_cuda_runs_on_the_simulated_gpu_so_tensors_made_there_work_and_a_mix_fails():
+    from instructor.spies import as_if_on_cuda
+    ns = _answer_namespace(
+        "import torch\n"
+        "def makes_on_device(model, x):\n"
+        "    device = next(model.parameters()).device\n"
+        "    weights = torch.ones(x.shape[0], device=device)   # made on the GPU: fine there\n"
+        "    x = x.to(device) * weights[:, None]\n"
+        "    with torch.autocast(x.device.type, dtype=torch.bfloat16):\n"
+        "        return model(x)\n"
+        "def mixes(model, x):\n"
+        "    x = x.to(next(model.parameters()).device) * torch.ones(x.shape[0], 1)   # a CPU tensor meets a GPU one\n"
+        "    with torch.autocast(x.device.type, dtype=torch.bfloat16):\n"
+        "        return model(x)\n")
+    model, x = nn.Linear(3, 2), torch.ones(4, 3)
+    with as_if_on_cuda(ns["makes_on_device"], model) as run:
+        ns["makes_on_device"](model, x)
+    assert run.autocast_device_types == ["cuda"] and run.move_targets == ["cuda"]
+    with pytest.raises(RuntimeError, match="same device"):
+        with as_if_on_cuda(ns["mixes"], model):
+            ns["mixes"](model, x)
+    assert type(next(model.parameters())) is nn.Parameter, "the model's own parameters are back after an error"

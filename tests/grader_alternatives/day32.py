@@ -503,4 +503,9 @@ def load_checkpoint(path, model, optimizer, scheduler, scaler) -> dict:
             "clock read that closes train_seconds needs one)",
         find='            pending.append({"step": step, "epoch": epoch, **out})\n',
         replace='            pending.append({"step": step, "epoch": epoch, "time": time.time(), **out})\n'),
+    Alternative(
+        cell='day32_checkpoint',
+        why="saves the CUDA generators only when the model is on a GPU (the text's reason: dropout draws from its device's generator)",
+        find='"cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],',
+        replace='"cuda": torch.cuda.get_rng_state_all() if any(p.is_cuda for p in model.parameters()) else [],'),
 ]
