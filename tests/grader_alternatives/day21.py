@@ -147,4 +147,14 @@ def ddp_accum_worker(rank: int, world_size: int, steps: int) -> tuple[torch.Tens
         history.append(float(mean) / world_size)
     return flat(model.module).cpu(), history
 '''),
+    Alternative(
+        cell='day21_ddp_accum_worker',
+        why='the loss total made on the CPU and moved with .to(device)',
+        find='        total = torch.zeros((), device=device)\n',
+        replace='        total = torch.zeros(()).to(device)\n'),
+    Alternative(
+        cell='day21_ddp_accum_worker',
+        why='the loss total starts as a Python 0.0 and becomes a device tensor at the first add',
+        find='        total = torch.zeros((), device=device)\n',
+        replace='        total = 0.0\n'),
 ]

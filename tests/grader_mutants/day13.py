@@ -82,4 +82,9 @@ MUTANTS = [
          replace='    options = sorted((len(names), sum(flops[n] for n in names), names)\n                     for r in range(len(RESIDUAL_STAGES) + 1) for names in itertools.combinations(RESIDUAL_STAGES, r))\n    for *_, names in options:\n',
          why="fewest stages first, FLOPs only to break ties: one expensive stage beats two cheap ones that fit",
          caught_by="day13_choose_checkpoints_tests"),
+    Mutant(cell='day13_choose_checkpoints',
+           find='    finally:\n        with torch.no_grad():\n            for name, b in m.named_buffers():\n                b.copy_(buffers[name])\n        m.train(was_training)\n',
+           replace='    finally:\n        if not was_training:          # a model in training mode moves its statistics anyway\n            with torch.no_grad():\n                for name, b in m.named_buffers():\n                    b.copy_(buffers[name])\n        m.train(was_training)\n',
+           why="puts the buffers back only for an eval-mode model: a training-mode model's BatchNorm statistics move",
+           caught_by='day13_choose_checkpoints_tests'),
 ]

@@ -84,4 +84,9 @@ MUTANTS = [
            replace="    key = (precision, checkpointing, b)\n",
            why="cached per micro-batch size: the answers are reused, but every new b probes the model again",
            caught_by="day14_activation_bytes_tests"),
+    Mutant(cell='day14_project_search',
+           find='    CANDIDATES.append({"config": cfg, "peak_bytes": peak_bytes(cfg), "samples_per_s": throughput(cfg),',
+           replace='    CANDIDATES.append({"config": cfg, "peak_bytes": activation_bytes(precision, ckpt, b), "samples_per_s": throughput(cfg),',
+           why="records only the activations as a candidate's peak, leaving out the static bytes",
+           caught_by='day14_project_budget_tests'),
 ]

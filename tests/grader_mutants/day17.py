@@ -174,4 +174,9 @@ MUTANTS = [
          replace="incoming = torch.empty(chunks[recv].shape)",
          why="a receive buffer in the default dtype (float32): a float64 or int64 tensor's messages do not fit it",
          caught_by="day17_ring_all_reduce_tests"),
+    Mutant(cell='day17_average_gradients',
+           find='        nbytes = grad.numel() * grad.element_size()\n',
+           replace='        nbytes = grad.numel() * 4                # float32: 4 bytes\n',
+           why='counts every gradient element as 4 bytes: bfloat16 buckets close at half the cap',
+           caught_by='day17_average_gradients_tests'),
 ]

@@ -85,4 +85,9 @@ MUTANTS = [
            replace='    size = flat.numel() // world_size + 1\n',
            why="the master shard size as n // W + 1: one element too many when W divides n",
            caught_by='day20_sharded_optimizer_tests'),
+    Mutant(cell='day20_zero_bytes_per_rank',
+           find='    if world_size < 1:',
+           replace='    if world_size == 0:                      # guard the division',
+           why='guards only a world size of 0: a negative one gives negative byte counts',
+           caught_by='day20_zero_bytes_per_rank_tests'),
 ]
