@@ -61,4 +61,14 @@ MUTANTS = [
            why="loads onto the --device argument: 'auto' (not a device) under the test on a CPU machine and in every "
                "default run",
            caught_by="day18_fix_ddp_script_checkpoint_tests"),
+    Mutant(cell='day18_fix_ddp_script',
+           find="'if is_main_process():\\n'",
+           replace="'if get_local_rank() == 0:\\n'",
+           why='guards the save with LOCAL_RANK 0: on 2+ nodes the first process of every node writes the same checkpoint (the text asks for rank 0 alone, one writer per file)',
+           caught_by='day18_fix_ddp_script_checkpoint_tests'),
+    Mutant(cell='day18_fix_ddp_script',
+           find='### END SOLUTION',
+           replace='# the loss is already averaged by DDP\'s gradient all-reduce: no extra collective needed\nFIXED_SCRIPT = _fix(FIXED_SCRIPT, "    dist.all_reduce(totals)                                   # the mean loss over *all* ranks, not rank 0\'s\\n", "")\n### END SOLUTION\n',
+           why="'fixes' the loss all_reduce the text lists as right: rank 0 then logs its own half of the data (images 629 instead of 1258, its own loss)",
+           caught_by='day18_fix_ddp_script_checkpoint_tests'),
 ]
