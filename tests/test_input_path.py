@@ -150,6 +150,27 @@ def test_cache_folder_is_beside_the_data_and_never_in_the_repo(tmp_path, monkeyp
 
 # ------------------------------------------------------------------------------------------ the two input paths
 @pytest.mark.slow
+def test_an_imagefolder_cache_goes_beside_its_class_tree_so_the_tree_still_loads(tmp_path, monkeypatch):
+    # Every folder in an ImageFolder's root is a class: a decoded/ inside it would be an empty class that
+    # torchvision refuses at the next load.
+    from PIL import Image
+
+    from utils import load_dataset
+    from utils.data import dataset_labels
+    monkeypatch.delenv("BOOTCAMP_CACHE", raising=False)
+    tree = tmp_path / "pets"
+    for name in ("cat", "dog"):
+        (tree / name).mkdir(parents=True)
+        for i in range(4):
+            Image.fromarray(np.full((12, 14, 3), 40 * i, np.uint8)).save(tree / name / f"{i}.png")
+    data = load_dataset("imagefolder", root=tree, image_size=8, val_fraction=0.25, test_fraction=0.25)
+    cache = decoded_cache(data.train.base, data.train.indices, dataset_labels(data.train), 9, name="pets-train",
+                          progress=False)
+    assert cache.path.parent == tmp_path / "decoded", cache.path
+    assert load_dataset("imagefolder", root=tree, image_size=8, val_fraction=0.25, test_fraction=0.25).classes \
+        == ["cat", "dog"]
+
+
 def test_both_input_paths_train_and_the_dataloader_one_stays_selectable(toy_data):
     cached = FS.full_scale_run("baseline", steps=4, data=toy_data, **TOY)
     plain = FS.full_scale_run("baseline", steps=4, data=toy_data, input_path="dataloader", **TOY)

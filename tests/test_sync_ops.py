@@ -31,6 +31,17 @@ def test_fixed_size_operations_are_not_counted():
     assert ops["n"] == 0, ops["by_op"]
 
 
+def test_a_mask_filled_with_one_number_is_not_counted_but_a_mask_given_many_values_is():
+    # x[mask] = 0.0 goes from index_put_ to masked_fill_ (one mask, one CPU value): nothing is read back.
+    x = torch.arange(6.0)
+    with count_sync_ops() as ops:
+        x[x > 2] = 0.0
+        x[x > 2] = torch.tensor(1.0)
+        torch.index_put_(x, (x > 0,), torch.tensor(1.0), accumulate=True)   # accumulate: no masked_fill_
+        x[x > 0] = torch.ones(2)                                            # one value per True element
+    assert ops["by_op"] == {"index_put_ (boolean mask)": 2}, ops["by_op"]
+
+
 def test_inside_inference_mode_and_library_code():
     # torchmetrics' confusion matrix update calls torch.bincount (and validates with torch.unique): both seen.
     from torchmetrics.classification import MulticlassConfusionMatrix

@@ -13,8 +13,9 @@ does not match is rebuilt, and the older cache of the same split and size is del
 threads (Pillow releases the GIL while it decodes and resizes) with a progress bar.
 
 Where caches live: ``cache_dir`` if given, else ``$BOOTCAMP_CACHE``, else a ``decoded/`` folder beside the dataset
-(inside :func:`utils.datasets.data_root`), else ``~/.cache/gpu-bootcamp/decoded``; never inside the course's git
-checkout (a folder there is replaced by the last one).
+(CIFAR-10 and Imagenette: inside :func:`utils.datasets.data_root`; an ImageFolder: beside its class tree, never in it,
+where torchvision would read ``decoded/`` as a class without images and refuse the next load), else
+``~/.cache/gpu-bootcamp/decoded``; never inside the course's git checkout (a folder there is replaced by the last one).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
+from torchvision.datasets import DatasetFolder
 
 from .environment import usable_cpus
 
@@ -53,12 +55,15 @@ def _inside_repo(path: Path) -> bool:
 
 def cache_folder(cache_dir: str | os.PathLike | None = None, dataset: Any = None) -> Path:
     """The folder caches go to: ``cache_dir``, else ``$BOOTCAMP_CACHE``, else ``<dataset.root>/decoded`` (beside the
-    data), else ``~/.cache/gpu-bootcamp/decoded``; a choice inside the course's git checkout falls back to the last."""
+    data; for an ImageFolder, whose ``root`` is the class tree itself, ``<root>/../decoded``), else
+    ``~/.cache/gpu-bootcamp/decoded``; a choice inside the course's git checkout falls back to the last."""
     explicit = cache_dir or os.environ.get(CACHE_ENV_VAR, "").strip() or None
     if explicit:
         folder = Path(explicit).expanduser()
     elif getattr(dataset, "root", None):
-        folder = Path(dataset.root).expanduser() / "decoded"
+        root = Path(dataset.root).expanduser()
+        # Every folder in an ImageFolder's root is a class: a decoded/ there would break its next load.
+        folder = (root.parent if isinstance(dataset, DatasetFolder) else root) / "decoded"
     else:
         folder = FALLBACK_DIR.expanduser()
     if _inside_repo(folder) or (not explicit and not _writable(folder)):

@@ -61,8 +61,10 @@ def rendezvous_env(environ: Mapping[str, str] | None = None, *, check: bool = Tr
     ``RANK`` and ``WORLD_SIZE`` (torchrun, the course's launchers) win. Without them, a SLURM step with more than
     one task (``srun --ntasks-per-node=G python train.py``: one task per GPU, no torchrun) gives ``SLURM_PROCID``,
     ``SLURM_NTASKS`` and ``SLURM_LOCALID``; SLURM sets no rendezvous address, so ``MASTER_ADDR`` and ``MASTER_PORT``
-    must be exported by the batch script (``127.0.0.1`` is assumed on a single node). Without either, this is a
-    one-process job. With ``check``, missing pieces raise ``RuntimeError`` saying what to export, instead of
+    must be exported by the batch script (``127.0.0.1`` is assumed on a single node). ``SLURM_NTASKS`` is the job's
+    task count, not the step's: a batch script or an ``salloc`` shell sees it too, so a plain ``python script.py``
+    or a Jupyter kernel started there would be taken for one rank of N (unset ``SLURM_NTASKS`` there). Without
+    either, this is a one-process job. With ``check``, missing pieces raise ``RuntimeError`` saying what to export, instead of
     starting N separate one-process jobs that each train alone.
     """
     env = os.environ if environ is None else environ

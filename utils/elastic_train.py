@@ -62,7 +62,8 @@ def step_indices(step: int, global_batch: int, num_samples: int, seed: int = 0) 
 
 
 def log_event(out: Path, **event) -> None:
-    """Append one JSON line to ``<out>/events.jsonl`` in a single write (O_APPEND: lines of processes never mix)."""
+    """Append one JSON line to ``<out>/events.jsonl`` in a single write (O_APPEND: on a local file system the lines of processes never mix; on NFS, appends from several hosts can
+    overwrite each other)."""
     line = (json.dumps({"time": time.time(), "pid": os.getpid(), **event}) + "\n").encode()
     fd = os.open(out / EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

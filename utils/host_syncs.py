@@ -14,7 +14,7 @@ outside PyTorch's own package, of the ``Tensor`` methods that must wait for the 
 ``found_inf`` flag is the library's sync, not the caller's). Reading what a counted ``.cpu()`` returned (or a view
 of it), unchanged since, is not counted again: on a GPU the copy was the sync, and ``t.cpu().tolist()`` waits once.
 Two exceptions: under ``torch.inference_mode()`` the copy has no version counter, so each read of it is counted
-(``t.cpu().tolist()`` counts 2); and on a CPU run ``.cpu()`` returns the tensor itself, so a read of that tensor,
+(on a GPU ``t.cpu().tolist()`` counts 2); and on a CPU run ``.cpu()`` returns the tensor itself, so a read of that tensor,
 unchanged (or changed only through ``.data``), is not counted either, though on a GPU it would wait again.
 A ``.to("cpu")`` copy also syncs and is not seen.
 """

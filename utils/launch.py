@@ -470,7 +470,8 @@ def run_torchrun_nodes(script: str | os.PathLike, nnodes: int = 2, nproc_per_nod
 
 
 class _EveryLineFormatter(logging.Formatter):
-    """torchrun's log format (``I1202 04:22:23.800000 <pid> <logger>] <message>``) on every line of a message."""
+    """torchrun's log format (``I1202 04:22:23.800000 <pid> <file>:<line>] <message>``, here with the logger's name
+    in place of ``<file>:<line>``) on every line of a message."""
 
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%m%d %H:%M:%S", time.localtime(record.created))
@@ -550,7 +551,8 @@ def run_elastic_nodes(fn, args: Sequence = (), *, nnodes: int = 2, nproc_per_nod
     calls once it has read its arguments: ``torch/distributed/run.py``), with the configuration of
     :func:`torchrun_node_command`, started by forking this process; the agents fork their workers (``start_method=
     "fork"``). Nothing imports torch again, so a restart costs a fork, not a Python start-up. ``fn`` must be
-    importable (a module's function) and must not use CUDA if this process has initialised it. Every agent and
+    importable (a module's function) and this process must not have initialised CUDA (the job is refused with a RuntimeError,
+    whatever ``fn`` does). Every agent and
     worker is killed after ``timeout_s``; each agent's log is ``<log_dir>/node<i>/agent_stderr.log``.
     """
     import torch

@@ -1,10 +1,10 @@
 """Time a ``DataLoader`` in its steady state, with its start-up reported apart.
 
 A loader with workers starts them in ``iter(loader)`` and immediately hands each worker ``prefetch_factor`` batches
-to prepare. So the first ``num_workers x prefetch_factor`` batches are decoded while the loop still waits for the
-first one: timing the steps right after the first batch times batches that were already finished, and reads a
-throughput the workers cannot sustain (by how much depends on the machine and the worker count: Day 10 prints it
-for yours). :func:`measure_loader` therefore
+to prepare. So while the loop still waits for the first batch, every worker decodes its first one and has the rest
+queued: timing the steps right after the first batch times batches that were finished or under way during start-up,
+and reads a throughput the workers cannot sustain (by how much depends on the machine and the worker count: Day 10
+prints it for yours). :func:`measure_loader` therefore
 
 1. times ``iter(loader)`` (worker creation) and the wait for the first batch: the *start-up*;
 2. consumes, untimed, the ``num_workers x prefetch_factor`` batches that were requested during start-up;

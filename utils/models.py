@@ -26,13 +26,15 @@ def check_resnet_input_size(image_size: int, small_input: bool, model: str = "re
     if image_size < need:
         advice = ("use small_input=True (a 3x3 stride-1 stem without max-pool, for 8-64 px images)" if not small_input
                   else f"use images of at least {SMALL_STEM_STRIDE} px")
-        raise ValueError(f"image_size={image_size} px is too small for {model}: it downsamples by {need}, so the "
-                         f"later stages would work on 1x1 maps (the padded stride-2 layers round up), with no spatial "
-                         f"layout left. {advice[0].upper() + advice[1:]}.")
+        raise ValueError(f"image_size={image_size} px is too small for {model}: it downsamples by {need}, so even "
+                         f"at {need} px its last stage sees a 1x1 map, and a smaller image shrinks the earlier stages' "
+                         f"maps too (the padded stride-2 layers round up), leaving little spatial layout. "
+                         f"{advice[0].upper() + advice[1:]}.")
 
 
 def _small_stem(model: nn.Module) -> nn.Module:
-    """CIFAR-style stem: keep 8-64 px images from being reduced to 1 pixel before the residual stages."""
+    """CIFAR-style stem: the network then downsamples by 8, not 32, so 8-64 px images keep a spatial map in the last
+    stages (32 px: 4x4 at the last stage instead of 1x1)."""
     model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
     model.maxpool = nn.Identity()
     return model

@@ -41,7 +41,7 @@ def cpu_bf16_units() -> dict[str, bool]:
     """Which bf16 instructions this CPU has, as PyTorch detects them: ``"avx512_bf16"`` (bf16 dot products, Intel
     Cooper Lake and Sapphire Rapids, AMD Zen 4 and newer) and ``"amx_bf16"`` (AMX tile matrix units, Intel Sapphire
     Rapids and newer). Both ``False`` where this PyTorch cannot tell (a build without the probes, a non-x86 CPU)."""
-    get_capabilities = getattr(torch.cpu, "get_capabilities", None)   # PyTorch 2.8 and newer
+    get_capabilities = getattr(torch.cpu, "get_capabilities", None)   # recent PyTorch only (2.11 and 2.14 have it)
     try:
         caps = get_capabilities() if get_capabilities is not None else {}
     except RuntimeError:

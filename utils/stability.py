@@ -1,6 +1,7 @@
 """Numerical stability guards: stop training at the first non-finite loss, with a message that names the step.
 
-A ``nan`` or ``inf`` loss never recovers: one non-finite gradient makes every weight it touches non-finite after
+Without a ``GradScaler`` a ``nan`` or ``inf`` loss never recovers (with one, a step whose gradients are
+non-finite is skipped): one non-finite gradient makes every weight it touches non-finite after
 ``optimizer.step()``, and a loop that keeps going only burns compute. :func:`check_finite` turns the first one into
 a :class:`NonFiniteError` (a ``FloatingPointError``) that says at which step it happened, what the value was, and,
 when given the model, which parameters already hold non-finite gradients or values and which buffers hold

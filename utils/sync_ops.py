@@ -39,12 +39,23 @@ DATA_DEPENDENT_OPS: dict[str, str] = {
 }
 
 
-def _boolean_index(func: Any, args: tuple) -> bool:
-    # x[mask] and x[mask] = v: a boolean index becomes nonzero() inside the kernel.
+def _boolean_index(func: Any, args: tuple, kwargs: dict) -> bool:
+    # x[mask] and x[mask] = v: a boolean index becomes nonzero() inside the kernel ...
     name = func._overloadpacket.__name__
     if name not in ("index", "index_put", "index_put_", "_index_put_impl_") or len(args) < 2:
         return False
-    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or ()))
+    masks = [i for i in (args[1] or ()) if isinstance(i, torch.Tensor)]
+    if not any(i.dtype == torch.bool for i in masks):
+        return False
+    return name == "index" or not _fills_a_mask(args, kwargs, masks)
+
+
+def _fills_a_mask(args: tuple, kwargs: dict, masks: list) -> bool:
+    # ... except x[mask] = <number or one-element CPU tensor>: index_put_ then calls masked_fill_, which reads
+    # nothing back (ATen's canDispatchToMaskedFill: one mask on x's device, no accumulate).
+    value, accumulate = args[2], kwargs.get("accumulate", args[3] if len(args) > 3 else False)
+    return (not accumulate and value.numel() == 1 and value.device.type == "cpu" and len(masks) == 1
+            and masks[0].dtype in (torch.bool, torch.uint8) and masks[0].device == args[0].device)
 
 
 def _reads_back(func: Any, args: tuple, kwargs: dict) -> str | None:
@@ -59,7 +70,7 @@ def _reads_back(func: Any, args: tuple, kwargs: dict) -> str | None:
         return name if lo == hi else None
     if name in DATA_DEPENDENT_OPS:
         return name
-    if _boolean_index(func, args):
+    if _boolean_index(func, args, kwargs):
         return f"{name} (boolean mask)"
     return None
 
