@@ -69,4 +69,9 @@ MUTANTS = [
            replace='    for _ in range(warmup):\n        pinned.to(device, non_blocking=True)\n    runs = []\n    for _ in range(repeats):\n        start = clock()\n        pinned.to(device, non_blocking=True)\n        sync()\n        runs.append(clock() - start)\n    pinned_s = statistics.median(runs)\n',
            why="a pinned timing loop with no sync before the clock starts: the warm-up's queued copy is billed to the first timed run",
            caught_by='day03_h2d_bandwidth_tests'),
+    Mutant(cell='day03_h2d_bandwidth',
+           find='    pageable_s = honest_time(lambda: host.to(device), sync, warmup, repeats, clock)\n    pinned_s = honest_time(lambda: pinned.to(device, non_blocking=True), sync, warmup, repeats, clock)',
+           replace='    def best_of(copy):\n        for _ in range(warmup):\n            copy()\n        runs = []\n        for _ in range(repeats):\n            sync()\n            start = clock()\n            copy()\n            sync()\n            runs.append(clock() - start)\n        return min(runs)                            # the best run: the bandwidth the link can reach\n    pageable_s = best_of(lambda: host.to(device))\n    pinned_s = best_of(lambda: pinned.to(device, non_blocking=True))',
+           why='an own timing loop that reports the best run (min) as the bandwidth, a common benchmarking habit; the text asks for the median of repeats runs like honest_time. The simulated bus is deterministic and every hidden hiccup test has one slow copy per source, so min equals the median everywhere. The same test also catches sorted(runs)[len//2] (upper middle) in an own loop',
+           caught_by='day03_h2d_bandwidth_tests'),
 ]

@@ -87,4 +87,9 @@ MUTANTS = [
            replace='num_workers=num_workers, persistent_workers=num_workers > 0, drop_last=True)',
            why="drop_last=True ('for training') silently drops the last len % batch_size samples every epoch; the text says each epoch yields every index once.",
            caught_by='day10_cached_dataset_tests'),
+    Mutant(cell='day10_numpy_shift',
+           find='        if self._rng is None or self._rng_seed != seed:\n            self._rng, self._rng_seed = np.random.default_rng(seed), seed\n        dy, dx = self._rng.integers(',
+           replace='        rng = np.random.default_rng((seed, int(i)))\n        dy, dx = rng.integers(',
+           why='a new generator per item seeded with (torch seed, index): workers differ and loader seeds repeat, but in one process (num_workers=0, or persistent workers) every epoch draws the same shift for each item, so the augmentation is frozen, the same trap as caching the augmented image',
+           caught_by='day10_numpy_shift_tests'),
 ]

@@ -107,4 +107,9 @@ MUTANTS += [
     per_sample = -(target * logits.log_softmax(dim=1)).sum(dim=1)''',
            why="one_hot without num_classes reads the labels' maximum back to the host on every device",
            caught_by="day23_masked_loss_tests"),
+    Mutant(cell='day23_quiet_train_loop',
+           find='            loss_sum = torch.zeros((), device=x.device)\n            correct = torch.zeros((), device=x.device)\n            nonfinite = torch.zeros((), device=x.device)\n',
+           replace='            loss_sum = torch.zeros(())\n            correct = torch.zeros(())\n            nonfinite = torch.zeros(())\n',
+           why='the running sums are made with torch.zeros(()) on the default device (the CPU): on a GPU, `loss_sum += loss * len(y)` writes a GPU value into a CPU tensor and raises (CUDA refuses that even for a 0-d tensor), so the loop fails at its first step; on the CPU grader both are the CPU',
+           caught_by='day23_quiet_train_loop_tests'),
 ]

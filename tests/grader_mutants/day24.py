@@ -133,4 +133,9 @@ MUTANTS = [
            replace="mask = torch.arange(x.shape[1]) < lengths[:, None]",
            why="built the mask on the default device: right on a CPU, a device mismatch on a GPU",
            caught_by="day24_no_graph_break_tests"),
+    Mutant(cell='day24_length_pool_no_break',
+           find='        pooled = (x * mask[..., None]).sum(1) / lengths[:, None].to(x.dtype)',
+           replace='        x *= mask[..., None]                      # zero the padding\n        pooled = x.sum(1) / lengths[:, None].to(x.dtype)',
+           why="zeroes the padding in place (`x *= mask[..., None]`): the outputs are right, but the caller's batch is changed (its padding is now 0), which LengthPool never does; every test passes a batch it does not read again except through the same model",
+           caught_by='day24_no_graph_break_tests'),
 ]
