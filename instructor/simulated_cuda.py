@@ -13,11 +13,12 @@ op, as on CUDA, but not of ``torch.cat``/``torch.stack``, and never receives the
         (logits.argmax(1) == labels)                  # RuntimeError: labels are on the CPU
         (logits.argmax(1) == labels.to(logits.device)).cpu()   # fine: a plain CPU tensor again
 
-``.cpu()``/``.to("cpu")`` gives a plain tensor. Not simulated: CUDA's limit of one CPU scalar per element-wise op
-(the simulation accepts several). A parameter made with :func:`on_simulated_cuda` only reports ``cuda:0``: ops on it
-alone give plain CPU tensors; the rules apply where a simulated tensor (a batch) is an input too. Inside ``with simulating_cuda():`` a CPU tensor sent to CUDA
-(``.to("cuda")``, ``.cuda()``) and a tensor made there (``torch.zeros(..., device="cuda")``) become simulated ones
-instead of failing on a machine without a GPU.
+``.cpu()``/``.to("cpu")`` gives a plain tensor. Not simulated: CUDA's limit of one CPU scalar per element-wise op (the
+simulation accepts several), and CUDA's refusal of a 0-d CPU tensor in ops that are not element-wise other than
+``cat``/``stack`` (``index_select``, ``embedding``: accepted here). A parameter made with :func:`on_simulated_cuda`
+only reports ``cuda:0``: ops on it alone give plain CPU tensors; the rules apply where a simulated tensor (a batch) is
+an input too. Inside ``with simulating_cuda():`` a CPU tensor sent to CUDA (``.to("cuda")``, ``.cuda()``) and a tensor
+made there (``torch.zeros(..., device="cuda")``) become simulated ones instead of failing on a machine without a GPU.
 """
 from __future__ import annotations
 

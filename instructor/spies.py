@@ -236,8 +236,9 @@ def as_if_on_cuda(answer: Callable, model: nn.Module) -> Iterator[CudaLikeRun]:
     On a CPU the device an answer reads and the device it hard-codes are both "cpu", so a choice made from the wrong
     one passes unseen. While active, the run is on :mod:`instructor.simulated_cuda`'s simulated GPU: ``model``'s
     parameters (swapped in place and put back on exit: build optimizers inside the block), every tensor moved
-    ``.to("cuda")`` and every tensor made with ``device="cuda"`` keep their CPU values but report ``cuda:0`` and follow
-    CUDA's device rules; ``CudaLikeRun.tensor(t)`` makes a batch that is there too. The answer's
+    ``.to("cuda")`` and every tensor made with ``device="cuda"`` keep their CPU values and report ``cuda:0``; the
+    tensors (not the parameters, which only report it) follow CUDA's device rules, so give the answer batches made
+    with ``CudaLikeRun.tensor(t)``: a forward pass on a batch left on the CPU is not refused. The answer's
     ``torch.autocast``/``torch.amp.autocast`` (also imported by name, see :func:`replacing`) records its
     ``device_type`` and ends the run, so the block exits normally there::
 

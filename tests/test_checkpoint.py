@@ -155,6 +155,9 @@ def test_corrupt_checkpoint_gives_a_clear_error(tmp_path):
     torch.save([1, 2], tmp_path / "list.pt")
     with pytest.raises(C.CheckpointError, match="not a training checkpoint"):
         C.load_checkpoint(tmp_path / "list.pt")
+    (tmp_path / "dcp").mkdir()                     # a folder (a torch.distributed.checkpoint save) is not corrupt
+    with pytest.raises(C.CheckpointError, match="could not be read"):
+        C.load_checkpoint(tmp_path / "dcp")
 
 
 def test_mismatched_checkpoint_names_the_problem(tmp_path):

@@ -80,3 +80,10 @@ def test_accumulation_split_on_a_simulated_small_card():
     plan = plan_batch_size(model, (3, 16, 16), preferred=64, device="cpu", free_bytes=budget, optimizer_states=2)
     assert plan.batch_size == 16 and plan.accumulation_split() == (16, 4)
     assert MemoryPlan(None, 64, 1, 0, 1).accumulation_split() is None
+
+
+def test_a_preferred_batch_below_the_minimum_is_tried_not_skipped():
+    # A learner's batch of 4 with memory to spare: the plan is 4, not "not even the smallest batch fits".
+    model = torch.nn.Linear(10, 10)
+    assert plan_batch_size(model, (10,), preferred=4, device="cpu", free_bytes=10**9).batch_size == 4
+    assert plan_batch_size(model, (10,), preferred=4, device="cpu", free_bytes=1).batch_size is None

@@ -132,7 +132,9 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
 def _corrupt_message(path: Path, error: BaseException) -> str:
     prev = path.with_name(path.name + ".prev")
     hint = f" The previous checkpoint {prev} may still be good." if prev.exists() else ""
-    return f"checkpoint {path} is corrupt or truncated ({type(error).__name__}: {error}).{hint}"
+    what = ("could not be read (a folder, such as a torch.distributed.checkpoint save, a file without read "
+            "permission, or a disk error)" if isinstance(error, OSError) else "is corrupt or truncated")
+    return f"checkpoint {path} {what} ({type(error).__name__}: {error}).{hint}"
 
 
 def load_model_state(model: nn.Module, state_dict: dict[str, torch.Tensor], source: str = "checkpoint") -> None:

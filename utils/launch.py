@@ -66,7 +66,8 @@ class LaunchResult:
     """What a launched job left behind. ``seconds`` is wall-clock time including process start-up.
 
     ``stdout``/``stderr`` hold what the launcher itself printed (torchrun's agent; empty for
-    :func:`run_script_ranks`); ``rank_stdout``/``rank_stderr`` hold each rank's own output, keyed by rank.
+    :func:`run_script_ranks`); ``rank_stdout``/``rank_stderr`` hold each rank's own output, keyed by local rank (the rank itself in a one-node
+    job; in a :class:`NodesResult` every node counts from 0).
     """
 
     command: list[str]

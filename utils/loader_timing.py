@@ -46,7 +46,8 @@ class LoaderTiming:
 
     @property
     def samples_per_s(self) -> float:
-        """Steady-state throughput: samples of the timed window per second of its wall time."""
+        """Steady-state throughput: ``steps x batch_size`` per second of the window's wall time (a short last batch of
+        the epoch, when the window reaches it, counts as a full one)."""
         return self.steps * self.batch_size / self.window_s
 
     @property

@@ -87,7 +87,7 @@ def training_bytes_per_sample(model: nn.Module, sample_shape: tuple[int, ...], d
 
 def plan_batch_size(model: nn.Module, sample_shape: tuple[int, ...], *, preferred: int, device: torch.device | str,
                     optimizer_states: int = 1, minimum: int = 8, free_bytes: int | None = None) -> MemoryPlan:
-    """The largest of ``preferred``, ``preferred // 2``, ... (not below ``minimum``) predicted to fit.
+    """The largest of ``preferred``, ``preferred // 2``, ... (not below ``minimum``, capped at ``preferred``) predicted to fit.
 
     ``model`` must already be on ``device`` (it is measured there). ``optimizer_states``: tensors of the parameters'
     size the optimizer keeps (SGD with momentum 1, Adam 2). ``free_bytes`` overrides :func:`free_device_bytes`
@@ -95,6 +95,7 @@ def plan_batch_size(model: nn.Module, sample_shape: tuple[int, ...], *, preferre
     """
     if preferred < 1 or minimum < 1:
         raise ValueError(f"preferred and minimum must be >= 1, got {preferred} and {minimum}")
+    minimum = min(minimum, preferred)        # a preferred batch of 4 is tried, not skipped for being below 8
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     fixed = params * (2 + optimizer_states)                       # weights, gradients, optimizer state
     per_sample = int(training_bytes_per_sample(model, sample_shape, device) * TRANSIENT_FACTOR)

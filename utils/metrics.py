@@ -32,8 +32,8 @@ def confusion_matrix(preds: torch.Tensor, targets: torch.Tensor, num_classes: in
     to size its output). ``num_classes`` is explicit so that a class that never occurs still has its row and column.
 
     A class outside ``[0, num_classes - 1]`` raises ``ValueError`` on the CPU; on a CUDA device the same check is a
-    device-side assertion (``torch._assert_async``), reported at the next synchronisation, never a host read. Other
-    devices (MPS) have no such assertion: there the values are not checked.
+    device-side assertion (``torch._assert_async``), reported at the next synchronisation, never a host read. On other
+    devices (MPS) this function does not check the values.
     """
     preds = torch.as_tensor(preds).reshape(-1).long()
     targets = torch.as_tensor(targets).reshape(-1).long()

@@ -9,7 +9,7 @@ On a machine with an NVIDIA driver the monitor reads NVML (the library behind ``
 ``nvidia-ml-py`` package, imported as ``pynvml``): GPU utilisation, memory, temperature and power. Without one it
 falls back to psutil and records only CPU and RAM, so the same notebook runs everywhere.
 
-NVML and CUDA number GPUs differently. NVML counts every GPU in PCI bus order; CUDA counts only the GPUs listed
+NVML and CUDA number GPUs differently. NVML counts every GPU (it ignores ``CUDA_VISIBLE_DEVICES``), usually in PCI bus order but without a guarantee; CUDA counts only the GPUs listed
 in ``CUDA_VISIBLE_DEVICES`` and, unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` is set, puts the fastest first. So
 ``cuda:0`` is not necessarily NVML's GPU 0. The monitor therefore finds the NVML device of a CUDA device by its
 UUID (``torch.cuda.get_device_properties(i).uuid``; NVML writes the same UUID with a ``GPU-`` prefix) and, failing
@@ -241,7 +241,8 @@ class Monitor:
 
     Sampling costs a few hundred microseconds of CPU per reading; 0.05-1 s intervals are cheap. Note that NVML
     itself averages utilisation over its own window (1/6 s to 1 s depending on the GPU), so sampling faster than
-    about 0.1 s repeats values rather than resolving finer detail.
+    that window (1/6 s on the fastest-updating GPUs, up to 1 s on others: the default 0.1 s is already faster) repeats
+    values rather than resolving finer detail.
     """
 
     def __init__(self, interval_s: float = 0.1, backend: str = "auto",

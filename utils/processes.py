@@ -338,7 +338,8 @@ def _launch(ctx: Any, job: Any, world_size: int, port: int, backend: str | None,
 
 def _script_worker(rank: int, world_size: int, script: str, args: list[str], env: dict[str, str],
                    stdout_dir: str, cwd: str | None) -> None:
-    """Run ``script`` as ``__main__`` in this (forked) worker, its stdout in ``<stdout_dir>/<rank>.out``."""
+    """Run ``script`` as ``__main__`` in this worker (forked, or spawned once this process has initialised CUDA), its
+    stdout in ``<stdout_dir>/<rank>.out``."""
     os.environ.update(env)
     fd = os.open(Path(stdout_dir) / f"{rank}.out", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
