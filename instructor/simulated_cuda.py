@@ -82,7 +82,9 @@ def _move(name: str, args: tuple, kwargs: dict) -> torch.Tensor:
     return _simulated(moved) if on_cuda else moved
 
 
-class _SimulatedCuda(torch.Tensor):
+class _ReportsSimulatedCuda:
+    """What a tensor and a parameter on the simulated GPU both report: ``device`` ``cuda:0`` and ``is_cuda``."""
+
     @property
     def device(self) -> torch.device:
         return SIMULATED
@@ -91,6 +93,8 @@ class _SimulatedCuda(torch.Tensor):
     def is_cuda(self) -> bool:
         return True
 
+
+class _SimulatedCuda(_ReportsSimulatedCuda, torch.Tensor):
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -122,16 +126,8 @@ class _SimulatedCuda(torch.Tensor):
         return tree_map(_simulated, out)
 
 
-class _SimulatedCudaParameter(torch.nn.Parameter):
+class _SimulatedCudaParameter(_ReportsSimulatedCuda, torch.nn.Parameter):
     """A parameter that reports ``cuda:0`` (ops on it run as plain CPU ops: its model decides what it returns)."""
-
-    @property
-    def device(self) -> torch.device:
-        return SIMULATED
-
-    @property
-    def is_cuda(self) -> bool:
-        return True
 
 
 def on_simulated_cuda(t: torch.Tensor) -> torch.Tensor:
