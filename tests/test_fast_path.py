@@ -34,6 +34,27 @@ def test_pascal_and_unknown_capability():
     assert v["tf32"] is False and v["channels_last"] is False and v["optimizer_impl"] == "fused"
 
 
+def test_unknown_capability_is_called_unknown():
+    plan = plan_fast_path("cuda", None)
+    assert "unknown" in plan["tf32"].why and "unknown" in plan["channels_last"].why and "None" not in plan["tf32"].why
+
+
+def test_the_fresh_process_keeps_deterministic_warn_only():
+    # A warn-only parent (Day 06) must not get a child that raises where the parent only warns.
+    import pickle
+    from utils.fast_path import _backend_flags, _call_with_flags
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    try:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        flags = _backend_flags()
+        torch.use_deterministic_algorithms(False)
+        job = pickle.dumps((torch.is_deterministic_algorithms_warn_only_enabled, (), {}))
+        status, value, _ = _call_with_flags(0, 1, job, flags)
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+    assert status == "ok" and value is True
+
+
 def test_variable_shapes_and_non_conv_models_skip_benchmark():
     assert values(plan_fast_path("cuda", (9, 0), variable_input_shapes=True))["cudnn_benchmark"] is False
     v = values(plan_fast_path("cuda", (9, 0), conv_model=False))

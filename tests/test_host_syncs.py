@@ -1,5 +1,6 @@
 """utils.host_syncs: the sync counter counts the caller's syncs, not PyTorch's, and restores Tensor on exit."""
 import math
+import os
 
 import pytest
 import torch
@@ -54,6 +55,17 @@ def test_library_internal_syncs_are_not_counted():
     with count_host_syncs() as syncs:
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1)
     assert syncs["n"] == 0 and math.isfinite(float(norm))
+    import torchvision
+    with count_host_syncs() as syncs:    # make_grid(normalize=True) reads the batch's min and max: torchvision's
+        torchvision.utils.make_grid(torch.rand(2, 3, 4, 4), normalize=True)
+    assert syncs["n"] == 0
+
+
+def test_library_folders_end_with_a_separator():
+    # A package that only begins with "torch" is the caller's code, not the library's.
+    from utils.host_syncs import LIBRARY_DIRS
+    assert LIBRARY_DIRS and all(d.endswith(os.sep) for d in LIBRARY_DIRS)
+    assert not any("/site-packages/torchfoo/x.py".startswith(d) for d in LIBRARY_DIRS)
 
 
 def test_methods_restored_even_after_an_error():

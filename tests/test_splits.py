@@ -39,6 +39,15 @@ def test_subsample_is_scikit_learns_train_size_split(seed, n):
     assert S.stratified_subsample(labels, n, seed, idx).tolist() == expected.tolist()
 
 
+def test_subsample_says_which_limit_n_broke():
+    labels = LABEL_SETS["balanced"]                  # 200 samples of 5 classes
+    with pytest.raises(ValueError, match="leaves out 3, fewer than the 5 classes.*at most 195"):
+        S.stratified_subsample(labels, 197, 0)
+    with pytest.raises(ValueError, match="at least 5"):
+        S.stratified_subsample(labels, 3, 0)
+    assert len(S.stratified_subsample(labels, 195, 0)) == 195 and len(S.stratified_subsample(labels, 200, 0)) == 200
+
+
 def test_three_way_split_matches_two_scikit_learn_hold_outs():
     labels = load_digits().target
     tr, va, te = S.stratified_split(labels, 0.15, 0.15, seed=0)

@@ -191,7 +191,7 @@ def load_imagenette(root: str | os.PathLike | None = None, image_size: int = 160
     """Imagenette (10 easy ImageNet classes, 9,469 train and 3,925 val images) through torchvision: its 'val' split
     as test, a stratified val split from train.
 
-    ``size`` picks the download: ``"160px"`` (shorter side 160 px, 94 MB), ``"320px"`` (for 224 px training,
+    ``size`` picks the download: ``"160px"`` (shorter side 160 px, 99 MB), ``"320px"`` (for 224 px training,
     341 MB) or ``"full"`` (1.5 GB). ``verify`` checks the folder against its ``noisy_imagenette.csv`` listing.
     """
     from torchvision.datasets import Imagenette

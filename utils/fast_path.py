@@ -90,7 +90,8 @@ def plan_fast_path(device_type: str, compute_capability: tuple[int, int] | None 
     if not cuda:
         plan["tf32"] = FastPathDecision(False, f"TF32 is an NVIDIA tensor-core format; no effect on {device_type}")
     elif cc is None or cc < TF32_MIN_CAPABILITY:
-        plan["tf32"] = FastPathDecision(False, f"compute capability {cc} < 8.0: no TF32 tensor cores")
+        plan["tf32"] = FastPathDecision(False, "compute capability unknown: TF32 left off" if cc is None else
+                                        f"compute capability {cc} < 8.0: no TF32 tensor cores")
     else:
         plan["tf32"] = FastPathDecision(True, f"compute capability {cc} >= 8.0: fp32 matmul/conv on TF32 tensor cores")
 
@@ -99,7 +100,8 @@ def plan_fast_path(device_type: str, compute_capability: tuple[int, int] | None 
     elif not cuda:
         plan["channels_last"] = FastPathDecision(False, f"no tensor cores on {device_type}: measure before using it")
     elif cc is None or cc < TENSOR_CORE_MIN_CAPABILITY:
-        plan["channels_last"] = FastPathDecision(False, f"compute capability {cc} < 7.0: no tensor cores")
+        plan["channels_last"] = FastPathDecision(False, "compute capability unknown: channels_last left off"
+                                                 if cc is None else f"compute capability {cc} < 7.0: no tensor cores")
     else:
         plan["channels_last"] = FastPathDecision(True, "tensor cores read NHWC natively: no transposes per conv")
 
@@ -275,9 +277,10 @@ def _second_context_refused(device: torch.device) -> str | None:
 
 def _backend_flags() -> dict[str, Any]:
     """The flags a fresh process must share with this one to compute the same way: :func:`fast_path_flags`,
-    cuDNN's deterministic mode and ``torch.use_deterministic_algorithms``."""
+    cuDNN's deterministic mode and ``torch.use_deterministic_algorithms`` with its ``warn_only``."""
     return {**fast_path_flags(), "cudnn.deterministic": torch.backends.cudnn.deterministic,
-            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled()}
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "deterministic_warn_only": torch.is_deterministic_algorithms_warn_only_enabled()}
 
 
 def _call_with_flags(rank: int, world_size: int, job: bytes, flags: dict[str, Any],
@@ -295,7 +298,7 @@ def _call_with_flags(rank: int, world_size: int, job: bytes, flags: dict[str, An
     fn, args, kwargs = pickle.loads(job)
     restore_fast_path_flags(flags)
     torch.backends.cudnn.deterministic = flags["cudnn.deterministic"]
-    torch.use_deterministic_algorithms(flags["deterministic_algorithms"])
+    torch.use_deterministic_algorithms(flags["deterministic_algorithms"], warn_only=flags["deterministic_warn_only"])
     try:
         return "ok", fn(*args, **kwargs), ""
     except Exception as err:

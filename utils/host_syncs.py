@@ -9,9 +9,11 @@ wait is the exception: ``torch.cuda.synchronize`` (and so ``utils.device.synchro
 runs it; on a CPU ``synchronize(device)`` does nothing and is not counted, nor is ``torch.mps.synchronize``.
 
 :func:`count_host_syncs` is a spy: inside ``with count_host_syncs() as syncs:`` it counts every call, made from code
-outside PyTorch's own package, of the ``Tensor`` methods that must wait for the device (:data:`SYNC_METHODS`), plus
-``torch.cuda.synchronize``. Calls made by PyTorch itself are not counted (a ``GradScaler.step`` that reads its
-``found_inf`` flag is the library's sync, not the caller's). Reading what a counted ``.cpu()`` returned (or a view
+outside PyTorch's libraries, of the ``Tensor`` methods that must wait for the device (:data:`SYNC_METHODS`), plus
+``torch.cuda.synchronize``. Calls made by PyTorch itself and by the libraries installed beside it
+(:data:`LIBRARY_DIRS`: torchvision, torchaudio, torchmetrics) are not counted: a ``GradScaler.step`` that reads its
+``found_inf`` flag, or torchvision's ``make_grid(normalize=True)`` reading a batch's min and max, is the library's
+sync, not the caller's (``utils.sync_ops.count_sync_ops`` sees reads inside any code). Reading what a counted ``.cpu()`` returned (or a view
 of it), unchanged since, is not counted again: on a GPU the copy was the sync, and ``t.cpu().tolist()`` waits once.
 Two exceptions: under ``torch.inference_mode()`` the copy has no version counter, so each read of it is counted
 (on a GPU ``t.cpu().tolist()`` counts 2); and on a CPU run ``.cpu()`` returns the tensor itself, so a read of that tensor,
@@ -21,6 +23,7 @@ A ``.to("cpu")`` copy also syncs and is not seen.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import weakref
 from pathlib import Path
@@ -28,11 +31,14 @@ from typing import Callable, Iterator
 
 import torch
 
-__all__ = ["SYNC_METHODS", "count_host_syncs"]
+__all__ = ["LIBRARY_DIRS", "SYNC_METHODS", "count_host_syncs"]
 
 SYNC_METHODS: tuple[str, ...] = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__",
                                  "__format__", "__repr__")
-_TORCH_DIR = str(Path(torch.__file__).parent)
+#: Folders whose code is library code: its reads are the library's, not the caller's. Each ends with a separator, so a
+#: package that only begins with "torch" (say, ``torchfoo``) counts as the caller's.
+LIBRARY_DIRS: tuple[str, ...] = tuple(str(Path(torch.__file__).parent.parent / name) + os.sep
+                                      for name in ("torch", "torchvision", "torchaudio", "torchmetrics"))
 
 
 @contextlib.contextmanager
@@ -61,7 +67,7 @@ def count_host_syncs() -> Iterator[dict]:
 
     def wrap(name: str, fn: Callable) -> Callable:
         def counted(*args, **kwargs):
-            counted_call = (not sys._getframe(1).f_code.co_filename.startswith(_TORCH_DIR)
+            counted_call = (not sys._getframe(1).f_code.co_filename.startswith(LIBRARY_DIRS)
                             and not (args and already_on_host(args[0])))
             if counted_call:
                 counts["n"] += 1

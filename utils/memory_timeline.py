@@ -205,7 +205,8 @@ class LiveTensorBytes(TorchDispatchMode):
 
     def unclaimed_at(self, point: TimelinePoint, top: int = 3) -> list[tuple[int, str, str]]:
         """The largest storages live at ``point`` that no group claims, as ``(bytes, operation that made it, its
-        phase)``, largest first: what :attr:`TimelinePoint.other_bytes` is made of (``""`` for tracked ones)."""
+        phase)``, largest first: what :attr:`TimelinePoint.other_bytes` is made of. A storage given to :meth:`track`
+        is labelled with the point recorded after it: ``""`` when a mark follows the ``track`` call."""
         self.timeline                                   # labels every storage's group
         alive = [s for s in self._storages if s.group is None and s.born <= point.index
                  and (s.died is None or s.died > point.index)]

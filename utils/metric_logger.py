@@ -90,8 +90,8 @@ class MetricLogger:
     def log_every(self, iterable: Iterable, print_freq: int, header: str = "") -> Iterator:
         """Yield from ``iterable``; every ``print_freq`` items print the meters and the mean time per item (ms/it).
 
-        The clock is read after the meters' one host read, which waits for the device: on a GPU each window's time
-        includes the work it queued rather than leaving it to the next window."""
+        The clock is read after the meters' host reads (one per meter and device), which wait for the device: on a
+        GPU each window's time includes the work it queued rather than leaving it to the next window."""
         if print_freq < 1:
             raise ValueError(f"print_freq must be >= 1, got {print_freq}")
         start = last = time.perf_counter()

@@ -128,9 +128,21 @@ def stratified_split(labels: Sequence[int] | np.ndarray | torch.Tensor, val_frac
 
 
 def stratified_subsample(labels: np.ndarray, n: int, seed: int, indices: np.ndarray | None = None) -> np.ndarray:
-    """``n`` of ``indices`` (default: all positions) keeping class proportions (``labels`` belong to ``indices``)."""
+    """``n`` of ``indices`` (default: all positions) keeping class proportions (``labels`` belong to ``indices``).
+
+    ``n >= len(indices)`` returns them all. Otherwise both the ``n`` kept and the ``len(indices) - n`` left out must
+    hold at least one sample of every class; a ValueError says which limit ``n`` broke and what to ask for instead.
+    """
     idx = np.arange(len(labels)) if indices is None else np.asarray(indices)
     if n >= len(idx):
         return idx
+    num_classes = len(np.unique(np.asarray(labels)))
+    if n < num_classes:
+        raise ValueError(f"a stratified subsample of {n} samples cannot hold one of each of the {num_classes} "
+                         f"classes: ask for at least {num_classes}")
+    if len(idx) - n < num_classes:
+        raise ValueError(f"keeping {n} of {len(idx)} samples leaves out {len(idx) - n}, fewer than the {num_classes} "
+                         f"classes, and a stratified subsample leaves out at least one of each: keep them all "
+                         f"(n >= {len(idx)}) or at most {len(idx) - num_classes}")
     keep, _ = _holdout_split(idx, np.asarray(labels), n_train=n, seed=seed)
     return keep

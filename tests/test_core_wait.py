@@ -1,0 +1,47 @@
+"""utils.core_wait: the share of this process's CPUs that other processes used during a block (fake clocks; Linux's
+real /proc/stat)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from utils import core_wait as W
+
+
+def fake(busy, own, wall, cpus=(0, 1)):
+    busy, own, wall = iter(busy), iter(own), iter(wall)
+    return W.CoreWait(busy_clock=lambda: next(busy), own_clock=lambda: next(own), wall_clock=lambda: next(wall),
+                      cpus=set(cpus))
+
+
+def test_fraction_is_the_others_share_of_the_cpus_time():
+    with fake(busy=[100.0, 104.0], own=[10.0, 12.0], wall=[0.0, 2.0]) as wait:   # 4 s busy, 2 s of them ours
+        pass
+    assert wait.others_s == 2.0 and wait.fraction == 0.5 and wait.starved        # 2 s of 2 CPUs x 2 s
+    with fake(busy=[100.0, 102.2], own=[10.0, 12.0], wall=[0.0, 2.0]) as wait:   # a quiet machine
+        pass
+    assert wait.fraction == pytest.approx(0.05) and not wait.starved
+
+
+def test_own_threads_are_not_others():
+    # Two busy threads of this process on 2 CPUs: all the busy time is its own.
+    with fake(busy=[0.0, 4.0], own=[0.0, 4.0], wall=[0.0, 2.0]) as wait:
+        pass
+    assert wait.fraction == 0.0 and not wait.starved
+
+
+def test_cannot_tell_without_proc_stat_or_for_a_too_short_block():
+    with fake(busy=[None, None], own=[0.0, 1.0], wall=[0.0, 1.0]) as wait:
+        pass
+    assert wait.fraction is None and not wait.starved
+    with fake(busy=[0.0, 0.2], own=[0.0, 0.0], wall=[0.0, 0.1]) as wait:      # 0.1 s: ticks too coarse
+        pass
+    assert wait.fraction is None and not wait.starved
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="Linux reports per-CPU busy time in /proc/stat")
+def test_busy_time_is_read_on_linux():
+    cpus = W.usable_cpu_ids()
+    first = W.busy_cpu_s(cpus)
+    assert cpus and first is not None and first >= 0 and W.busy_cpu_s(cpus) >= first

@@ -1,0 +1,87 @@
+"""Was this process given the cores while it timed CPU work? A busy machine's timings measure its load.
+
+On a CPU, other processes that hold the cores slow a timing in a way its repeats cannot show: a load that slows
+every round alike leaves the rounds in agreement. Worse, PyTorch's OpenMP threads wait for each other at the end of
+every parallel operation, so one descheduled thread stalls them all: measured here, a 2-thread forward pass of a
+small CNN took 10x longer while one other busy process shared the 2 cores. :class:`CoreWait` measures the disturbance
+itself, as the share of this process's cores that other processes used while it timed, so that a notebook can refuse
+to judge a comparison timed on a busy machine instead of printing the load as a speed-up.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable
+
+__all__ = ["CoreWait", "busy_cpu_s", "usable_cpu_ids"]
+
+_STARVED = 0.25          # others used over a quarter of the cores' time
+_SHORTEST_S = 0.2        # below this, the kernel's 10 ms ticks make the share too coarse to read
+
+
+def usable_cpu_ids() -> set[int]:
+    """The CPUs this process may run on (its affinity; every CPU where the OS has no affinity call)."""
+    if hasattr(os, "sched_getaffinity"):
+        return set(os.sched_getaffinity(0))
+    return set(range(os.cpu_count() or 1))
+
+
+def busy_cpu_s(cpus: set[int]) -> float | None:
+    """Seconds the CPUs ``cpus`` have spent busy (user, nice, system, interrupts, steal) since boot, by any process,
+    from Linux's ``/proc/stat``; None where the kernel does not report it (macOS, Windows)."""
+    try:
+        with open("/proc/stat") as f:
+            lines = [line.split() for line in f if line.startswith("cpu") and line[3:4].isdigit()]
+    except OSError:
+        return None
+    ticks = 0
+    for name, *values in lines:
+        if int(name[3:]) in cpus:
+            v = [int(x) for x in values] + [0] * 8
+            ticks += v[0] + v[1] + v[2] + v[5] + v[6] + v[7]      # user nice system (idle iowait) irq softirq steal
+    return ticks / os.sysconf("SC_CLK_TCK") if lines else None
+
+
+class CoreWait:
+    """``with CoreWait() as wait: <CPU timings>`` then ``wait.fraction`` and ``wait.starved``: did other processes
+    hold this process's cores while it timed CPU work?
+
+    ``fraction`` is the CPU time that other processes (this process's children included: DataLoader workers, ranks)
+    used on this process's usable CPUs during the block, as a share of those CPUs' time (0 to 1): the machine's busy
+    time minus this process's own CPU time. A quiet machine leaves it near 0; one other busy process on 2 cores makes
+    it about 0.5. ``starved`` is ``fraction > 0.25``: a timing taken then measures the other processes' load as much
+    as the code. ``fraction`` is None where it cannot be measured: no ``/proc/stat`` (macOS, Windows), or a block
+    shorter than 0.2 s (the kernel counts in 10 ms ticks); ``starved`` is then False: the run cannot tell.
+    Meaningful for CPU work only (a host waiting for a GPU sleeps, and other processes may use the core meanwhile).
+    """
+
+    def __init__(self, busy_clock: Callable[[], float | None] | None = None,
+                 own_clock: Callable[[], float] = time.process_time,
+                 wall_clock: Callable[[], float] = time.perf_counter, cpus: set[int] | None = None) -> None:
+        self.cpus = usable_cpu_ids() if cpus is None else set(cpus)
+        self._busy_clock = busy_clock or (lambda: busy_cpu_s(self.cpus))
+        self._own_clock, self._wall_clock = own_clock, wall_clock
+        self.wall_s = float("nan")
+        self.others_s: float | None = None
+
+    def __enter__(self) -> "CoreWait":
+        self._wall0, self._own0, self._busy0 = self._wall_clock(), self._own_clock(), self._busy_clock()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall_s = self._wall_clock() - self._wall0
+        own = self._own_clock() - self._own0
+        busy1 = self._busy_clock()
+        self.others_s = None if self._busy0 is None or busy1 is None else max(0.0, busy1 - self._busy0 - own)
+
+    @property
+    def fraction(self) -> float | None:
+        """Share of this process's CPUs' time that other processes used during the block; None if not measurable."""
+        if self.others_s is None or not self.wall_s >= _SHORTEST_S:
+            return None
+        return min(1.0, self.others_s / (len(self.cpus) * self.wall_s))
+
+    @property
+    def starved(self) -> bool:
+        """True when other processes used over a quarter of this process's CPUs' time during the block."""
+        return self.fraction is not None and self.fraction > _STARVED
