@@ -167,7 +167,8 @@ def load_checkpoint(path, model, optimizer, scheduler, scaler) -> dict:
     Alternative(
         cell="day32_evaluate_export",
         why="evaluate under no_grad with scikit-learn's confusion_matrix and the accuracy as a float64 NumPy mean; "
-            "export through the returned ONNXProgram's save, the external files found next to the graph",
+            "export through the returned ONNXProgram's save, the external files found next to the graph and listed "
+            "as Path objects (the text allows them; the run cell used to crash writing them to JSON)",
         source='''from sklearn.metrics import confusion_matrix as sk_confusion_matrix
 
 
@@ -198,7 +199,7 @@ def export_onnx(model: nn.Module, images: torch.Tensor, path) -> dict:
     with torch.no_grad():
         eager = fp32(images.float()).numpy()
     got = session.run(["logits"], {"images": images.float().numpy()})[0]
-    files = [str(path)] + sorted(str(p) for p in path.parent.glob(path.name + ".data"))
+    files = [path] + sorted(path.parent.glob(path.name + ".data"))       # Path objects, not strings
     return {"files": files, "max_abs_diff": float(np.max(np.abs(got - eager)))}
 '''),
     Alternative(

@@ -95,4 +95,9 @@ MUTANTS = [
            why="only the in-place update under no_grad: with nn.Parameters the buffers carry a graph that grows "
                "every step",
            caught_by="day25_foreach_sgd_step_tests"),
+    Mutant(cell='day25_foreach_sgd_step',
+           find='    idx = [i for i, g in enumerate(grads) if g is not None]\n    bufs = list(momentum_buffers)\n',
+           replace='    idx = [i for i, g in enumerate(grads) if g is not None]\n    bufs = list(momentum_buffers)\n    if momentum != 0:                        # start every missing buffer at zero: momentum * 0 + d = d\n        with torch.no_grad():\n            bufs = [torch.zeros_like(p) if b is None else b for p, b in zip(params, bufs)]\n',
+           why="(minor) starts every missing buffer at zeros, also for parameters whose gradient is None: the text says a skipped parameter's buffer is left as it is (None), and torch.optim.SGD keeps no state for it; values match because 0.9*0 + d = d, and no test checks a None-grad parameter's None buffer",
+           caught_by='day25_foreach_sgd_step_tests'),
 ]

@@ -89,4 +89,9 @@ MUTANTS = [
                     "        print(f\"ONNX check failed: {err}\")\n"),
            why="checked the file but caught the checker's error and returned the file anyway",
            caught_by="day30_export_onnx_tests"),
+    Mutant(cell='day30_input_specs',
+           find='d.dim_value if d.HasField("dim_value") else (d.dim_param or None)',
+           replace='d.dim_value or d.dim_param or None',
+           why='(minor) `d.dim_value or d.dim_param or None` turns a fixed dimension of size 0 into None instead of the int 0; the text says an int if it is fixed',
+           caught_by='day30_input_specs_tests'),
 ]
