@@ -9,10 +9,10 @@ import pytest
 from utils import core_wait as W
 
 
-def fake(busy, own, wall, cpus=(0, 1)):
-    busy, own, wall = iter(busy), iter(own), iter(wall)
+def fake(busy, own, wall, cpus=(0, 1), waits=(None, None)):
+    busy, own, wall, waits = iter(busy), iter(own), iter(wall), iter(waits)
     return W.CoreWait(busy_clock=lambda: next(busy), own_clock=lambda: next(own), wall_clock=lambda: next(wall),
-                      cpus=set(cpus))
+                      cpus=set(cpus), wait_clock=lambda: next(waits))
 
 
 def test_fraction_is_the_others_share_of_the_cpus_time():
@@ -22,6 +22,21 @@ def test_fraction_is_the_others_share_of_the_cpus_time():
     with fake(busy=[100.0, 102.2], own=[10.0, 12.0], wall=[0.0, 2.0]) as wait:   # a quiet machine
         pass
     assert wait.fraction == pytest.approx(0.05) and not wait.starved
+
+
+def test_starved_needs_both_others_on_the_cores_and_this_process_waiting():
+    # One other busy process on 2 cores, and this process's threads waited half the time: disturbed.
+    with fake(busy=[0.0, 4.0], own=[0.0, 2.0], wall=[0.0, 2.0], waits=[1.0, 2.0]) as wait:
+        pass
+    assert wait.fraction == 0.5 and wait.waited == 0.5 and wait.starved
+    # The same other process, but a one-thread timing kept its own core (no wait): not disturbed.
+    with fake(busy=[0.0, 4.0], own=[0.0, 2.0], wall=[0.0, 2.0], waits=[1.0, 1.02]) as wait:
+        pass
+    assert wait.fraction == 0.5 and wait.waited == pytest.approx(0.01) and not wait.starved
+    # This process's own threads competing (eager PyTorch beside ONNX Runtime) on a quiet machine: not disturbed.
+    with fake(busy=[0.0, 3.9], own=[0.0, 3.9], wall=[0.0, 2.0], waits=[0.0, 0.9]) as wait:
+        pass
+    assert wait.fraction == 0.0 and wait.waited == 0.45 and not wait.starved
 
 
 def test_own_threads_are_not_others():
@@ -41,7 +56,8 @@ def test_cannot_tell_without_proc_stat_or_for_a_too_short_block():
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="Linux reports per-CPU busy time in /proc/stat")
-def test_busy_time_is_read_on_linux():
+def test_busy_time_and_waits_are_read_on_linux():
     cpus = W.usable_cpu_ids()
-    first = W.busy_cpu_s(cpus)
+    first, waited = W.busy_cpu_s(cpus), W.runqueue_wait_s()
     assert cpus and first is not None and first >= 0 and W.busy_cpu_s(cpus) >= first
+    assert waited is not None and W.runqueue_wait_s() >= waited

@@ -4,18 +4,21 @@ On a CPU, other processes that hold the cores slow a timing in a way its repeats
 every round alike leaves the rounds in agreement. Worse, PyTorch's OpenMP threads wait for each other at the end of
 every parallel operation, so one descheduled thread stalls them all: measured here, a 2-thread forward pass of a
 small CNN took 10x longer while one other busy process shared the 2 cores. :class:`CoreWait` measures the disturbance
-itself, as the share of this process's cores that other processes used while it timed, so that a notebook can refuse
-to judge a comparison timed on a busy machine instead of printing the load as a speed-up.
+itself: how much of this process's cores other processes used while it timed, and whether this process's threads
+had to wait for a core meanwhile, so that a notebook can refuse to judge a comparison timed on a busy machine instead
+of printing the load as a speed-up.
 """
 from __future__ import annotations
 
+import glob
 import os
 import time
 from typing import Callable
 
-__all__ = ["CoreWait", "busy_cpu_s", "usable_cpu_ids"]
+__all__ = ["CoreWait", "busy_cpu_s", "runqueue_wait_s", "usable_cpu_ids"]
 
 _STARVED = 0.25          # others used over a quarter of the cores' time
+_WAITED = 0.1            # and this process's threads waited for a core over a tenth of the time
 _SHORTEST_S = 0.2        # below this, the kernel's 10 ms ticks make the share too coarse to read
 
 
@@ -42,6 +45,20 @@ def busy_cpu_s(cpus: set[int]) -> float | None:
     return ticks / os.sysconf("SC_CLK_TCK") if lines else None
 
 
+def runqueue_wait_s() -> float | None:
+    """Seconds this process's threads have spent so far runnable but waiting for a core (Linux:
+    ``/proc/self/task/*/schedstat``, second field, nanoseconds), or None where the kernel does not report it."""
+    total, found = 0, False
+    for path in glob.glob("/proc/self/task/*/schedstat"):
+        try:
+            with open(path) as f:
+                total += int(f.read().split()[1])
+            found = True
+        except (OSError, IndexError, ValueError):     # a thread that ended meanwhile
+            continue
+    return total / 1e9 if found else None
+
+
 class CoreWait:
     """``with CoreWait() as wait: <CPU timings>`` then ``wait.fraction`` and ``wait.starved``: did other processes
     hold this process's cores while it timed CPU work?
@@ -49,30 +66,40 @@ class CoreWait:
     ``fraction`` is the CPU time that other processes (this process's children included: DataLoader workers, ranks)
     used on this process's usable CPUs during the block, as a share of those CPUs' time (0 to 1): the machine's busy
     time minus this process's own CPU time. A quiet machine leaves it near 0; one other busy process on 2 cores makes
-    it about 0.5. ``starved`` is ``fraction > 0.25``: a timing taken then measures the other processes' load as much
-    as the code. ``fraction`` is None where it cannot be measured: no ``/proc/stat`` (macOS, Windows), or a block
-    shorter than 0.2 s (the kernel counts in 10 ms ticks); ``starved`` is then False: the run cannot tell.
+    it about 0.5. ``waited`` is the time this process's threads spent runnable but waiting for a core, per wall second
+    (summed over threads). Neither alone means the timing was disturbed: other processes may use cores this process
+    left idle (a one-thread timing beside one busy process on 2 cores), and this process's own threads may compete
+    with each other (eager PyTorch beside ONNX Runtime on a quiet machine waited 0.45). ``starved`` is both: others
+    used over a quarter of the cores (``fraction > 0.25``) and this process waited for one over a tenth of the time
+    (``waited > 0.1``; where the kernel does not report waits, ``fraction`` alone decides). A timing taken then
+    measures the other processes' load as much as the code. ``fraction`` is None where it cannot be measured: no
+    ``/proc/stat`` (macOS, Windows), or a block shorter than 0.2 s (the kernel counts in 10 ms ticks); ``starved`` is
+    then False: the run cannot tell.
     Meaningful for CPU work only (a host waiting for a GPU sleeps, and other processes may use the core meanwhile).
     """
 
     def __init__(self, busy_clock: Callable[[], float | None] | None = None,
                  own_clock: Callable[[], float] = time.process_time,
-                 wall_clock: Callable[[], float] = time.perf_counter, cpus: set[int] | None = None) -> None:
+                 wall_clock: Callable[[], float] = time.perf_counter, cpus: set[int] | None = None,
+                 wait_clock: Callable[[], float | None] = runqueue_wait_s) -> None:
         self.cpus = usable_cpu_ids() if cpus is None else set(cpus)
         self._busy_clock = busy_clock or (lambda: busy_cpu_s(self.cpus))
-        self._own_clock, self._wall_clock = own_clock, wall_clock
+        self._own_clock, self._wall_clock, self._wait_clock = own_clock, wall_clock, wait_clock
         self.wall_s = float("nan")
         self.others_s: float | None = None
+        self.waited_s: float | None = None
 
     def __enter__(self) -> "CoreWait":
         self._wall0, self._own0, self._busy0 = self._wall_clock(), self._own_clock(), self._busy_clock()
+        self._wait0 = self._wait_clock()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.wall_s = self._wall_clock() - self._wall0
         own = self._own_clock() - self._own0
-        busy1 = self._busy_clock()
+        busy1, wait1 = self._busy_clock(), self._wait_clock()
         self.others_s = None if self._busy0 is None or busy1 is None else max(0.0, busy1 - self._busy0 - own)
+        self.waited_s = None if self._wait0 is None or wait1 is None else max(0.0, wait1 - self._wait0)
 
     @property
     def fraction(self) -> float | None:
@@ -82,6 +109,13 @@ class CoreWait:
         return min(1.0, self.others_s / (len(self.cpus) * self.wall_s))
 
     @property
+    def waited(self) -> float | None:
+        """Seconds this process's threads waited for a core per wall second of the block; None if not measurable."""
+        return None if self.waited_s is None or not self.wall_s > 0 else self.waited_s / self.wall_s
+
+    @property
     def starved(self) -> bool:
-        """True when other processes used over a quarter of this process's CPUs' time during the block."""
-        return self.fraction is not None and self.fraction > _STARVED
+        """True when other processes used over a quarter of this process's CPUs' time during the block and this
+        process's threads waited for a core over a tenth of it (the second where the kernel reports waits)."""
+        return (self.fraction is not None and self.fraction > _STARVED
+                and (self.waited is None or self.waited > _WAITED))

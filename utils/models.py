@@ -24,9 +24,13 @@ def check_resnet_input_size(image_size: int, small_input: bool, model: str = "re
     """Raise a ValueError when ``image_size`` pixels per side is too small for the ResNet's downsampling."""
     need = SMALL_STEM_STRIDE if small_input else STANDARD_STRIDE
     if image_size < need:
-        advice = ("use small_input=True (a 3x3 stride-1 stem without max-pool, for 8-64 px images)"
-                  if not small_input and image_size >= SMALL_STEM_STRIDE
-                  else f"use images of at least {SMALL_STEM_STRIDE} px")
+        if small_input:
+            advice = f"use images of at least {SMALL_STEM_STRIDE} px"
+        elif image_size >= SMALL_STEM_STRIDE:
+            advice = "use small_input=True (a 3x3 stride-1 stem without max-pool, for 8-64 px images)"
+        else:
+            advice = (f"use images of at least {SMALL_STEM_STRIDE} px with small_input=True "
+                      f"(at least {STANDARD_STRIDE} px without it)")
         raise ValueError(f"image_size={image_size} px is too small for {model}: it downsamples by {need}, so even "
                          f"at {need} px its last stage sees a 1x1 map, and a smaller image shrinks the earlier stages' "
                          f"maps too (the padded stride-2 layers round up), leaving little spatial layout. "
