@@ -7,6 +7,7 @@ import os
 import pytest
 
 from utils import core_wait as W
+from utils.environment import usable_cpus
 
 
 def fake(busy, own, wall, cpus=(0, 1), waits=(None, None)):
@@ -57,7 +58,7 @@ def test_cannot_tell_without_proc_stat_or_for_a_too_short_block():
 
 @pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="Linux reports per-CPU busy time in /proc/stat")
 def test_busy_time_and_waits_are_read_on_linux():
-    cpus = W.usable_cpu_ids()
+    cpus = set(usable_cpus())
     first, waited = W.busy_cpu_s(cpus), W.runqueue_wait_s()
     assert cpus and first is not None and first >= 0 and W.busy_cpu_s(cpus) >= first
     assert waited is not None and W.runqueue_wait_s() >= waited

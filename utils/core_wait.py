@@ -15,18 +15,13 @@ import os
 import time
 from typing import Callable
 
-__all__ = ["CoreWait", "busy_cpu_s", "runqueue_wait_s", "usable_cpu_ids"]
+from .environment import usable_cpus
+
+__all__ = ["CoreWait", "busy_cpu_s", "runqueue_wait_s"]
 
 _STARVED = 0.25          # others used over a quarter of the cores' time
 _WAITED = 0.1            # and this process's threads waited for a core over a tenth of the time
 _SHORTEST_S = 0.2        # below this, the kernel's 10 ms ticks make the share too coarse to read
-
-
-def usable_cpu_ids() -> set[int]:
-    """The CPUs this process may run on (its affinity; every CPU where the OS has no affinity call)."""
-    if hasattr(os, "sched_getaffinity"):
-        return set(os.sched_getaffinity(0))
-    return set(range(os.cpu_count() or 1))
 
 
 def busy_cpu_s(cpus: set[int]) -> float | None:
@@ -82,7 +77,7 @@ class CoreWait:
                  own_clock: Callable[[], float] = time.process_time,
                  wall_clock: Callable[[], float] = time.perf_counter, cpus: set[int] | None = None,
                  wait_clock: Callable[[], float | None] = runqueue_wait_s) -> None:
-        self.cpus = usable_cpu_ids() if cpus is None else set(cpus)
+        self.cpus = set(usable_cpus() if cpus is None else cpus)
         self._busy_clock = busy_clock or (lambda: busy_cpu_s(self.cpus))
         self._own_clock, self._wall_clock, self._wait_clock = own_clock, wall_clock, wait_clock
         self.wall_s = float("nan")
