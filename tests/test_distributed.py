@@ -659,7 +659,11 @@ def test_torchfrtrace_explains_an_older_version_that_reads_only_nccl_dumps(tmp_p
 
 
 def _sleeping_worker(rank: int, world_size: int, pid_dir: str) -> None:
-    (Path(pid_dir) / f"{rank}.pid").write_text(str(os.getpid()))
+    # Written under another name, then renamed: the test waits for *.pid files, and write_text creates the file
+    # empty before it writes, so a reader could see it with no pid in it (a flaky ValueError in CI).
+    pending = Path(pid_dir) / f"{rank}.pid.part"
+    pending.write_text(str(os.getpid()))
+    pending.replace(Path(pid_dir) / f"{rank}.pid")
     time.sleep(120)
 
 
