@@ -62,3 +62,15 @@ def test_busy_time_and_waits_are_read_on_linux():
     first, waited = W.busy_cpu_s(cpus), W.runqueue_wait_s()
     assert cpus and first is not None and first >= 0 and W.busy_cpu_s(cpus) >= first
     assert waited is not None and W.runqueue_wait_s() >= waited
+
+
+def test_a_kernel_without_scheduler_statistics_reports_no_waits(tmp_path):
+    # Files of zeros (no statistics kept) must read as "cannot tell", not as "never waited": a waited of 0 would
+    # keep `starved` False on the busiest machine.
+    for tid, text in [("1", "0 0 0\n"), ("2", "0 0 0\n")]:
+        (tmp_path / tid).mkdir()
+        (tmp_path / tid / "schedstat").write_text(text)
+    assert W.runqueue_wait_s(str(tmp_path / "*" / "schedstat")) is None
+    (tmp_path / "2" / "schedstat").write_text("5000000 2500000000 7\n")
+    assert W.runqueue_wait_s(str(tmp_path / "*" / "schedstat")) == 2.5
+    assert W.runqueue_wait_s(str(tmp_path / "none" / "schedstat")) is None

@@ -44,7 +44,7 @@ def test_stratified_split_rejects_bad_fractions(val, test):
 
 
 def test_stratified_split_too_small_for_the_classes_says_what_to_do():
-    with pytest.raises(ValueError, match="at least one sample per class.*fraction of 0"):
+    with pytest.raises(ValueError, match="as many samples as there are classes.*larger fractions, or a fraction of 0"):
         D.stratified_split(np.repeat(np.arange(5), 4), 0.1, 0.0)
 
 

@@ -84,7 +84,12 @@ def test_select_parts_runs_all_or_only_the_named_or_failed_ones():
     assert kit.select_parts("loop_overhead,day09", {}) == ["loop_overhead", "day09"]   # running order kept
     previous = {"day09": {"status": "timeout"}, "day11": {"status": "pass"}, "notebooks": {"status": "fail"},
                 "day30": {"status": "skipped"}, "day24": {"status": "not run"}}
+    previous.update({n: {"status": "pass"} for n in kit.all_parts() if n not in previous})
     assert kit.select_parts("failed", previous) == ["notebooks", "day09", "day24"]
+    # A call cut short leaves the part it was running, and those after it, with no status: they did not pass.
+    del previous["day22"], previous["day14"]
+    assert kit.select_parts("failed", previous) == [n for n in kit.all_parts()
+                                                    if n in ("notebooks", "day09", "day24", "day22", "day14")]
     with pytest.raises(SystemExit, match="unknown part 'day99'"):
         kit.select_parts("day99", {})
 

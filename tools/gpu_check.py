@@ -4,7 +4,7 @@ records what notebooks show when they cannot measure live. See results/README.md
 
     python tools/gpu_check.py --wheels build/gpu_wheels    # on the GPU machine: install what is missing, run all
     python tools/gpu_check.py --list                        # the parts, their budgets and the running order
-    python tools/gpu_check.py --only failed                 # rerun only what failed, timed out or was not run
+    python tools/gpu_check.py --only failed                 # rerun every part that did not pass (or never ended)
     python tools/gpu_check.py --only day09,gpu_reference    # rerun some parts (names: --list)
     python tools/gpu_check.py --resume old_bundle.tar.gz --only failed   # the same, on a fresh machine
     python tools/gpu_check.py --dry-run                     # on a CPU: every part at toy size, bundle in a temp dir
@@ -30,10 +30,11 @@ session gets, machine start included:
 Required parts: 478 s in all. A part starts only if its budget fits in what is left (else `not run`); one that
 overruns its budget by a quarter is stopped (`timeout`), keeping what it saved so far. The bundle (a .tar.gz of at
 most 16 MiB that unpacks into results/ and benchmarks/results/) is rewritten after every part and while recorders
-save partial payloads, so a call cut short still returns what ran. `--only failed` reruns exactly the parts (and
-Part A's notebooks) that did not pass; every JSON carries utils.profiling.provenance and loads with
+save partial payloads, so a call cut short still returns what ran. `--only failed` reruns every part (and
+Part A's notebooks) that did not pass, including those a call cut short never finished (they have no status); every JSON carries utils.profiling.provenance and loads with
 utils.profiling.load_recorded_results. Every process the kit starts runs with MLFLOW_DISABLE_TELEMETRY=true and
-DO_NOT_TRACK=true, and in the dry run with one OpenMP thread.
+DO_NOT_TRACK=true, and in the dry run the recorders and benchmarks with one OpenMP thread (Part A's notebooks, there as on the GPU
+machine, share the cores among --workers).
 """
 from __future__ import annotations
 
@@ -139,14 +140,15 @@ def all_parts(optional: bool = True) -> dict[str, float]:
 
 def select_parts(only: str | None, previous: dict[str, dict]) -> list[str]:
     """The parts to run, in running order: all, or those named in ``only`` (comma-separated; ``failed`` = every
-    part whose last status was neither ``pass`` nor ``skipped``)."""
+    part whose last status was neither ``pass`` nor ``skipped``, or that has no status because a call cut short
+    never finished it)."""
     names = list(all_parts())
     if not only:
         return names
     wanted: list[str] = []
     for item in (s.strip() for s in only.split(",") if s.strip()):
         if item == "failed":
-            wanted += [n for n in names if n in previous and previous[n]["status"] not in PASSED]
+            wanted += [n for n in names if n not in previous or previous[n]["status"] not in PASSED]
         elif item in names:
             wanted.append(item)
         else:

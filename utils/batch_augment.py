@@ -99,8 +99,10 @@ def crop_resize_flip(images: torch.Tensor, boxes: torch.Tensor, flips: torch.Ten
                      mean: Sequence[float] | None = None, std: Sequence[float] | None = None) -> torch.Tensor:
     """Crop every image of ``images`` ((N, H, W, 3) or (N, 3, H, W), uint8 in [0, 255] or float) to its own box
     ``boxes[k] = (top, left, height, width)`` in pixels, resize the crop to ``size`` x ``size`` (bilinear, pixel
-    centres as ``torch.nn.functional.interpolate(align_corners=False)`` places them), mirror the images where
-    ``flips`` is True, and scale to [0, 1] and normalise with ``mean``/``std`` (per channel, of [0, 1] values) when
+    centres as ``torch.nn.functional.interpolate(align_corners=False)`` places them; the whole image is sampled, so
+    where a box is enlarged the first and last output row or column also weigh the pixel just outside the box, by up
+    to a half, where torchvision's ``resized_crop`` clamps to the box's edge), mirror the images where ``flips`` is
+    True, and scale to [0, 1] and normalise with ``mean``/``std`` (per channel, of [0, 1] values) when
     given. Returns float32 (N, 3, size, size) on the images' device."""
     channels_first = images.shape[1] == 3 and images.shape[-1] != 3
     height, width = images.shape[-2:] if channels_first else images.shape[1:3]

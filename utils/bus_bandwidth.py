@@ -15,8 +15,9 @@ the hardware's link speed; algbw of an all-reduce falls towards half of it as ``
 ``all_reduce`` on float32 tensors of each size (warm-up, then windows of several calls between two device
 synchronisations, the same number of calls on every rank, the median window, the slowest rank) and returns one row
 per size with both rates. It runs gloo on the CPU anywhere, and NCCL with one process per GPU where
-:func:`utils.backend_choice.collective_backend` says so. :func:`recording_payload` is what the GPU check kit records
-for Day 17.
+:func:`utils.backend_choice.collective_backend` says so. :func:`recording_payload` is what a recording for Day 17
+would hold (the GPU check kit has no Day 17 part yet: its machines have one GPU, where this records gloo on the
+host's cores, labelled as such).
 """
 from __future__ import annotations
 
@@ -130,7 +131,8 @@ def measure_all_reduce(world_size: int, sizes_bytes: Sequence[int], *, backend: 
 
 
 def recording_payload(tiny: bool = False) -> dict[str, Any]:
-    """What the GPU check kit records for Day 17: all_reduce algbw and busbw against message size.
+    """What a recording for Day 17 holds (``results/day17/``, which the notebook shows where it lacks two GPUs):
+    all_reduce algbw and busbw against message size. The GPU check kit has no Day 17 part yet.
 
     With two or more GPUs: NCCL over all of them (at most 8), 8 KiB to 512 MiB. With fewer (NCCL cannot put two ranks
     on one GPU): gloo on the host's CPU cores at 2, 4 and 8 ranks, labelled as such. ``tiny`` (the kit's CPU dry

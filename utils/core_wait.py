@@ -40,18 +40,20 @@ def busy_cpu_s(cpus: set[int]) -> float | None:
     return ticks / os.sysconf("SC_CLK_TCK") if lines else None
 
 
-def runqueue_wait_s() -> float | None:
+def runqueue_wait_s(pattern: str = "/proc/self/task/*/schedstat") -> float | None:
     """Seconds this process's threads have spent so far runnable but waiting for a core (Linux:
-    ``/proc/self/task/*/schedstat``, second field, nanoseconds), or None where the kernel does not report it."""
-    total, found = 0, False
-    for path in glob.glob("/proc/self/task/*/schedstat"):
+    ``/proc/self/task/*/schedstat``, second field, nanoseconds), or None where the kernel does not report it: no such
+    files (macOS, Windows), or files of zeros (a kernel that keeps no scheduler statistics writes ``0 0 0`` even for
+    the time a thread ran, the first field, which a running process cannot have spent at 0)."""
+    waited, ran, found = 0, 0, False
+    for path in glob.glob(pattern):
         try:
             with open(path) as f:
-                total += int(f.read().split()[1])
-            found = True
+                fields = f.read().split()
+            ran, waited, found = ran + int(fields[0]), waited + int(fields[1]), True
         except (OSError, IndexError, ValueError):     # a thread that ended meanwhile
             continue
-    return total / 1e9 if found else None
+    return waited / 1e9 if found and ran > 0 else None
 
 
 class CoreWait:

@@ -7,7 +7,8 @@ and reads a throughput the workers cannot sustain (by how much depends on the ma
 prints it for yours). :func:`measure_loader` therefore
 
 1. times ``iter(loader)`` (worker creation) and the wait for the first batch: the *start-up*;
-2. consumes, untimed, the ``num_workers x prefetch_factor`` batches that were requested during start-up;
+2. consumes, untimed, the next ``num_workers x prefetch_factor`` batches: the rest of those requested during
+   start-up, and the one requested when the first batch arrived;
 3. times a window of at least three rounds of workers (``3 x num_workers`` batches): the *steady state*, whose
    throughput is batches x batch size / the window's wall time, with each step split into the wait for ``next()``
    and the step itself.
@@ -32,7 +33,9 @@ class LoaderTiming:
 
     iter_s: float          # ``iter(loader)``: worker creation (and, without persistent workers, every epoch)
     first_batch_s: float   # then the wait for the first batch
-    discarded: int         # batches consumed untimed after the first one (those prefetched during start-up)
+    # batches consumed untimed after the first one: the rest of those prefetched during start-up, plus the one
+    # requested when the first arrived
+    discarded: int
     steps: int             # batches in the timed window
     window_s: float        # wall time of the timed window
     wait_s: float          # time spent inside ``next()`` during the window

@@ -25,7 +25,9 @@ def has_native_bf16(device: torch.device | str) -> bool:
     """True when bf16 is the 16-bit type to train with on ``device``: a CUDA GPU of compute capability >= 8.0 (bf16
     tensor cores), an AMD GPU under ROCm, and any CPU, because CPU autocast supports bf16 well and fp16 poorly. It
     says nothing about a CPU's arithmetic units: bf16 is *fast* only on CPUs with AVX512-BF16 or AMX
-    (:func:`cpu_bf16_units`), and slower than fp32 elsewhere. False for MPS and for older CUDA GPUs (a T4 emulates
+    (:func:`cpu_bf16_units`), and slower than fp32 on x86 CPUs without them (ARM64 CPUs with the BF16 extension, such
+    as Graviton3, have bf16 matrix instructions of their own: not measured here). False for MPS and for older CUDA
+    GPUs (a T4 emulates
     bf16: ``torch.cuda.is_bf16_supported()`` says yes there, ``is_bf16_supported(including_emulation=False)`` no)."""
     dev = torch.device(device)
     if dev.type == "cpu":
@@ -40,7 +42,9 @@ def has_native_bf16(device: torch.device | str) -> bool:
 def cpu_bf16_units() -> dict[str, bool]:
     """Which bf16 instructions this CPU has, as PyTorch detects them: ``"avx512_bf16"`` (bf16 dot products, Intel
     Cooper Lake and Sapphire Rapids, AMD Zen 4 and newer) and ``"amx_bf16"`` (AMX tile matrix units, Intel Sapphire
-    Rapids and newer). Both ``False`` where this PyTorch cannot tell (a build without the probes, a non-x86 CPU)."""
+    Rapids and newer). Both ``False`` where this PyTorch cannot tell (a build without the probes) and on a non-x86
+    CPU: an ARM64 CPU's bf16 instructions show as ``get_capabilities()["bf16"]`` / ``["sve_bf16"]``, which this
+    function does not read."""
     get_capabilities = getattr(torch.cpu, "get_capabilities", None)   # recent PyTorch only (2.11 and 2.14 have it)
     try:
         caps = get_capabilities() if get_capabilities is not None else {}

@@ -123,7 +123,8 @@ def stratified_split(labels: Sequence[int] | np.ndarray | torch.Tensor, val_frac
     except ValueError as e:
         raise ValueError(f"cannot split {len(y)} samples of {len(np.unique(y))} classes into val_fraction="
                          f"{val_fraction} and test_fraction={test_fraction} keeping class proportions ({e}). Every "
-                         "split needs at least one sample per class: use more samples, or a fraction of 0.") from e
+                         "split needs at least as many samples as there are classes, and every class at least 2 "
+                         "samples in what is split: use more samples, larger fractions, or a fraction of 0.") from e
     return np.sort(train_idx), np.sort(val_idx), np.sort(test_idx)
 
 
@@ -131,7 +132,9 @@ def stratified_subsample(labels: np.ndarray, n: int, seed: int, indices: np.ndar
     """``n`` of ``indices`` (default: all positions) keeping class proportions (``labels`` belong to ``indices``).
 
     ``n >= len(indices)`` returns them all. Otherwise both the ``n`` kept and the ``len(indices) - n`` left out must
-    hold at least one sample of every class; a ValueError says which limit ``n`` broke and what to ask for instead.
+    hold at least as many samples as there are classes (a ValueError says which limit ``n`` broke and what to ask for
+    instead), and every class needs at least 2 samples. Each class's share is rounded, so a class too rare for its
+    share to round up to one sample can still be missing from the kept part or from the part left out.
     """
     idx = np.arange(len(labels)) if indices is None else np.asarray(indices)
     if n >= len(idx):
