@@ -7,7 +7,8 @@ import sys
 import pytest
 import torch
 
-from utils.fault_injection import FaultyRun, finish, start_faulty_run, state_differences, summarize_differences
+from utils.fault_injection import (FaultyRun, finish, same_bits, start_faulty_run, state_differences,
+                                   summarize_differences)
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX only")
 
@@ -106,9 +107,24 @@ def test_tensors_are_compared_bit_for_bit_not_by_value():
     assert state_differences(torch.arange(6).reshape(2, 3).t(), torch.arange(6).reshape(2, 3).t().contiguous()) == []
 
 
+@pytest.mark.slow    # a Python process that imports torch: about 3 s of CPU
 def test_a_script_that_raises_still_reports_its_steps(tmp_path):
     path = tmp_path / "fails.py"
     path.write_text("import torch\np = torch.nn.Parameter(torch.ones(1))\nopt = torch.optim.SGD([p], lr=0.1)\n"
                     "for _ in range(2):\n    p.grad = torch.ones(1)\n    opt.step()\nraise RuntimeError('boom')\n")
     ended = finish(start_faulty_run(path), timeout_s=120)
     assert (ended.returncode, ended.steps) == (1, 2) and "boom" in ended.stderr_tail
+
+
+@pytest.mark.filterwarnings("ignore:.*quantized tensor creation functions:UserWarning")
+def test_tensors_of_every_kind_a_checkpoint_might_hold_are_compared():
+    q = torch.quantize_per_tensor(torch.tensor([0.5, -1.0]), 0.1, 3, torch.qint8)
+    assert same_bits(q, torch.quantize_per_tensor(torch.tensor([0.5, -1.0]), 0.1, 3, torch.qint8))
+    assert not same_bits(q, torch.quantize_per_tensor(torch.tensor([0.5, -1.0]), 0.2, 3, torch.qint8))
+    qc = torch.quantize_per_channel(torch.ones(2, 2), torch.tensor([0.1, 0.2]), torch.tensor([0, 1]), 0, torch.quint8)
+    assert same_bits(qc, qc.clone()) and not same_bits(qc, q)
+    z = torch.tensor([1 + 2j])
+    assert same_bits(z.conj(), torch.tensor([1 - 2j])) and not same_bits(z.conj(), z)
+    s = torch.eye(3).to_sparse()
+    assert same_bits(s, torch.eye(3).to_sparse()) and not same_bits(s, (2 * torch.eye(3)).to_sparse())
+    assert not same_bits(s, torch.eye(3))                                       # sparse against dense

@@ -30,11 +30,11 @@ session gets, machine start included:
 Required parts: 478 s in all. A part starts only if its budget fits in what is left (else `not run`); one that
 overruns its budget by a quarter is stopped (`timeout`), keeping what it saved so far. The bundle (a .tar.gz of at
 most 16 MiB that unpacks into results/ and benchmarks/results/) is rewritten after every part and while recorders
-save partial payloads, so a call cut short still returns what ran. `--only failed` reruns every part (and
-Part A's notebooks) that did not pass, including those a call cut short never finished (they have no status); every JSON carries utils.profiling.provenance and loads with
-utils.profiling.load_recorded_results. Every process the kit starts runs with MLFLOW_DISABLE_TELEMETRY=true and
-DO_NOT_TRACK=true, and in the dry run the recorders and benchmarks with one OpenMP thread (Part A's notebooks, there as on the GPU
-machine, share the cores among --workers).
+save partial payloads, so a call cut short still returns what ran. `--only failed` reruns every part (and Part A's
+notebooks) that did not pass, including those a call cut short never finished (they have no status); every JSON
+carries utils.profiling.provenance and loads with utils.profiling.load_recorded_results. Every process the kit starts
+runs with MLFLOW_DISABLE_TELEMETRY=true and DO_NOT_TRACK=true, and in the dry run the recorders and benchmarks with
+one OpenMP thread (Part A's notebooks, there as on the GPU machine, share the cores among --workers).
 """
 from __future__ import annotations
 

@@ -22,9 +22,8 @@ import re
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import torch
 
@@ -35,8 +34,7 @@ __all__ = ["FaultyRun", "finish", "same_bits", "start_faulty_run", "state_differ
 _STEPS_LINE = "optimizer steps run: "
 
 
-@dataclass(frozen=True)
-class FaultyRun:
+class FaultyRun(NamedTuple):
     """How a run ended: ``returncode`` (0 for a normal end, ``-9`` when ``SIGKILL`` stopped it, None when it timed
     out), ``steps`` (the optimizer steps it ran, counted up to the moment Python exited: after a normal end, an
     exception or ``sys.exit``; None after a ``SIGKILL`` or a timeout) and ``stderr_tail`` (the last 8 lines of its
@@ -46,15 +44,13 @@ class FaultyRun:
     steps: int | None
     stderr_tail: str
 
-    def __iter__(self):                 # ``rc, steps, err = finish(proc)``
-        return iter((self.returncode, self.steps, self.stderr_tail))
-
 
 def start_faulty_run(script: str | Path, args: Sequence[Any] = (), kill_after_step: int = 0, kill_in_save: int = 0,
                      cpu_only: bool = True) -> subprocess.Popen:
     """Start ``python SCRIPT ARGS...`` in a fresh process with at most one fault armed (0 disarms it); returns at
-    once. ``cpu_only`` hides every GPU from it and gives it one OpenMP thread, so that two runs side by side compute
-    the same numbers. Pass the process to :func:`finish`."""
+    once. ``cpu_only`` hides every CUDA GPU from it (``CUDA_VISIBLE_DEVICES=""``; a Mac's MPS stays visible, so a
+    script that should stay on the CPU must not pick MPS itself) and gives it one OpenMP thread, so that two runs side
+    by side compute the same numbers. Pass the process to :func:`finish`."""
     if kill_after_step < 0 or kill_in_save < 0:
         raise ValueError(f"kill_after_step={kill_after_step} and kill_in_save={kill_in_save}: use 0 (no fault) or "
                          "the 1-based number of the optimizer step or torch.save call to die in")
@@ -88,11 +84,26 @@ def finish(proc: subprocess.Popen, timeout_s: float = 240) -> FaultyRun:
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """True when two tensors have the same dtype, shape and bytes: a NaN matches the same NaN, and -0.0 does not
-    match 0.0 (``torch.equal`` compares values, so it says the opposite of both). ``b`` is moved to ``a``'s device."""
-    if a.dtype != b.dtype or a.shape != b.shape:
+    match 0.0 (``torch.equal`` compares values, so it says the opposite of both). ``b`` is moved to ``a``'s device.
+    Sparse tensors are compared dense, quantized ones by their integers and quantization parameters, conjugate and
+    negative views by the values they stand for."""
+    if a.dtype != b.dtype or a.shape != b.shape or a.layout != b.layout or a.is_quantized != b.is_quantized:
         return False
-    as_bytes = lambda t: t.detach().reshape(-1).contiguous().view(torch.uint8)   # noqa: E731
-    return torch.equal(as_bytes(a), as_bytes(b.to(a.device)))
+    a, b = a.detach(), b.detach().to(a.device)
+    if a.is_quantized:
+        if a.qscheme() != b.qscheme():
+            return False
+        if a.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+            params_equal = a.q_scale() == b.q_scale() and a.q_zero_point() == b.q_zero_point()
+        else:
+            params_equal = (a.q_per_channel_axis() == b.q_per_channel_axis()
+                            and same_bits(a.q_per_channel_scales(), b.q_per_channel_scales())
+                            and same_bits(a.q_per_channel_zero_points(), b.q_per_channel_zero_points()))
+        return params_equal and same_bits(a.int_repr(), b.int_repr())
+    if a.layout != torch.strided:
+        a, b = a.to_dense(), b.to_dense()
+    as_bytes = lambda t: t.resolve_conj().resolve_neg().reshape(-1).contiguous().view(torch.uint8)   # noqa: E731
+    return torch.equal(as_bytes(a), as_bytes(b))
 
 
 def state_differences(a: Any, b: Any, path: str = "final") -> list[str]:

@@ -27,8 +27,8 @@ def has_native_bf16(device: torch.device | str) -> bool:
     says nothing about a CPU's arithmetic units: bf16 is *fast* only on CPUs with AVX512-BF16 or AMX
     (:func:`cpu_bf16_units`), and slower than fp32 on x86 CPUs without them (ARM64 CPUs with the BF16 extension, such
     as Graviton3, have bf16 matrix instructions of their own: not measured here). False for MPS and for older CUDA
-    GPUs (a T4 emulates
-    bf16: ``torch.cuda.is_bf16_supported()`` says yes there, ``is_bf16_supported(including_emulation=False)`` no)."""
+    GPUs (a T4 emulates bf16: ``torch.cuda.is_bf16_supported()`` says yes there,
+    ``is_bf16_supported(including_emulation=False)`` no)."""
     dev = torch.device(device)
     if dev.type == "cpu":
         return True

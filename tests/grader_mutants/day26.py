@@ -191,4 +191,9 @@ MUTANTS = [
            replace='        torch.save(obj, tmp_name)\n        with open(tmp_name, "rb+") as f:\n            os.fsync(f.fileno())\n',
            why="saves by name and never closes mkstemp's own descriptor: one leaked per checkpoint",
            caught_by='day26_atomic_save_tests'),
+    Mutant(cell='day26_train_step',
+           find='return loss.detach(), grad_norm',
+           replace='return loss.detach(), grad_norm.cpu()',
+           why="returns the gradient norm on the host: a blocking copy at every step on a GPU, invisible on a CPU",
+           caught_by='day26_train_step_tests'),
 ]

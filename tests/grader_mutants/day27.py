@@ -149,4 +149,9 @@ MUTANTS = [
            replace='        except (OSError, ValueError, RuntimeError, LookupError) as err:   # decode, I/O and lookup errors',
            why='skips only a list of error types: an assert in a decoder still kills the run',
            caught_by='day27_skip_bad_samples_tests'),
+    Mutant(cell='day27_accuracy',
+           find='                correct += (pred == yb.to(device)).sum().item()\n',
+           replace='                correct += (pred == yb).sum().item()\n',
+           why="moves the images but compares the GPU predictions with labels left on the CPU: a device error on a GPU",
+           caught_by='day27_accuracy_tests'),
 ]
