@@ -89,3 +89,10 @@ def test_onnx_sessions_do_not_spin_unless_asked():
     key = "session.intra_op.allow_spinning"
     assert quiet.session.get_session_options().get_session_config_entry(key) == "0"
     assert busy.session.get_session_options().get_session_config_entry(key) == "1"
+
+
+def test_a_bfloat16_tensor_is_refused_with_the_dtype_to_use():
+    torch = pytest.importorskip("torch")
+    m = OnnxModel(_relu_model(), providers=["CPUExecutionProvider"])
+    with pytest.raises(InputValidationError, match="torch.bfloat16 tensor has no NumPy dtype.*model's float32"):
+        m(torch.zeros(2, 3, 4, 4, dtype=torch.bfloat16))

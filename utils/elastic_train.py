@@ -2,7 +2,8 @@
 
 Run it with torchrun; on one machine, two "nodes" are two torchrun agents meeting at one rendezvous address::
 
-    # in two terminals (or on two nodes, with node 0's address instead of 127.0.0.1)
+    # in two terminals (or on two nodes, with node 0's address instead of 127.0.0.1 and --out on a file system both
+    # nodes share: rank 0 writes the snapshot every rank resumes from)
     torchrun --nnodes=2 --nproc-per-node=1 --max-restarts=3 --rdzv-backend=c10d \\
              --rdzv-endpoint=127.0.0.1:29500 --rdzv-id=job1 -m utils.elastic_train --out run/
 

@@ -57,7 +57,8 @@ class EnvironmentReport:
     cpu_count_logical: int = 1
     cpu_count_physical: int | None = None
     torch_threads: int = 1
-    bf16_supported: bool = False    # on the best available accelerator, or the CPU
+    # with CUDA: any visible GPU of compute capability >= 8.0 (native bf16); without: True (CPU autocast; MPS unchecked)
+    bf16_supported: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -63,9 +63,14 @@ def input_problems(shape: Sequence[int], dtype: np.dtype | str, spec: InputSpec)
     return problems
 
 
-def _to_numpy(x) -> np.ndarray:
+def _to_numpy(x, expected: np.dtype | None = None) -> np.ndarray:
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch tensor, without importing torch here
-        x = x.detach().cpu().numpy()
+        try:
+            x = x.detach().cpu().numpy()
+        except TypeError as e:                       # bfloat16 (and other dtypes) have no NumPy counterpart
+            want = f"the model's {np.dtype(expected).name}" if expected is not None else "a NumPy dtype"
+            raise InputValidationError(f"a {x.dtype} tensor has no NumPy dtype ({e}): convert it to {want} first, "
+                                       f"e.g. .float()") from e
     if not isinstance(x, np.ndarray):
         raise InputValidationError(f"expected a NumPy array or a torch tensor, got {type(x).__name__}")
     return x
@@ -126,7 +131,7 @@ class OnnxModel:
 
     def validate(self, x) -> np.ndarray:
         """Return ``x`` as a C-contiguous NumPy array, or raise :class:`InputValidationError`."""
-        arr = _to_numpy(x)
+        arr = _to_numpy(x, self.spec.dtype)
         problems = input_problems(arr.shape, arr.dtype, self.spec)
         if problems:
             raise InputValidationError(f"bad input for {self.spec.describe()}: " + "; ".join(problems))

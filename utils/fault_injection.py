@@ -49,8 +49,9 @@ def start_faulty_run(script: str | Path, args: Sequence[Any] = (), kill_after_st
                      cpu_only: bool = True) -> subprocess.Popen:
     """Start ``python SCRIPT ARGS...`` in a fresh process with at most one fault armed (0 disarms it); returns at
     once. ``cpu_only`` hides every CUDA GPU from it (``CUDA_VISIBLE_DEVICES=""``; a Mac's MPS stays visible, so a
-    script that should stay on the CPU must not pick MPS itself) and gives it one OpenMP thread, so that two runs side
-    by side compute the same numbers. Pass the process to :func:`finish`."""
+    script that should stay on the CPU must not pick MPS itself) and gives it one OpenMP thread, so that runs started
+    side by side do not fight over the cores, and every run compared computes with the same thread count (a CPU
+    result can depend on it). Pass the process to :func:`finish`."""
     if kill_after_step < 0 or kill_in_save < 0:
         raise ValueError(f"kill_after_step={kill_after_step} and kill_in_save={kill_in_save}: use 0 (no fault) or "
                          "the 1-based number of the optimizer step or torch.save call to die in")
