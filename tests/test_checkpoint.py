@@ -277,3 +277,14 @@ def test_the_mps_rng_state_is_saved_and_restored_where_mps_is_present(monkeypatc
     assert "mps" not in C.capture_rng_state()
     C.restore_rng_state(state)   # saved on a Mac, resumed elsewhere: the MPS state is left out
     assert len(restored) == 1
+
+
+def test_a_good_file_that_cannot_go_to_the_asked_device_is_not_called_corrupt(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("the failure needs a machine without CUDA")
+    path = tmp_path / "ckpt.pt"
+    torch.save({"model": {"w": torch.ones(2)}}, path)
+    (tmp_path / "ckpt.pt.prev").write_bytes(path.read_bytes())
+    with pytest.raises(C.CheckpointError, match="could not be loaded onto the device map_location names") as err:
+        C.load_checkpoint(path, map_location="cuda")
+    assert "corrupt" not in str(err.value) and "map_location='cpu'" in str(err.value)

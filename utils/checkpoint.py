@@ -130,6 +130,10 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
 
 
 def _corrupt_message(path: Path, error: BaseException) -> str:
+    if isinstance(error, torch.OutOfMemoryError) or "deserialize object on" in str(error):
+        # The file was read; its tensors could not be placed where map_location asked (no such device, or full).
+        return (f"checkpoint {path} could not be loaded onto the device map_location names ({type(error).__name__}: "
+                f"{error}). The file itself may be fine: load it with map_location='cpu' and move what you need.")
     prev = path.with_name(path.name + ".prev")
     hint = f" The previous checkpoint {prev} may still be good." if prev.exists() else ""
     what = ("could not be read (a folder, such as a torch.distributed.checkpoint save, a file without read "

@@ -25,13 +25,14 @@ def pick_device(preference: str | int | torch.device = "auto") -> torch.device:
 
     ``"auto"`` takes the first that works of cuda -> mps -> cpu. CUDA respects ``CUDA_VISIBLE_DEVICES``: devices
     hidden by it do not exist for this process, and ``cuda:0`` is the first *visible* one. An integer ``N`` means
-    ``cuda:N``, as in ``torch.device(N)``. Asking explicitly for a device that is not there raises
-    :class:`DeviceUnavailableError` with what to do instead; a name that is not a device raises ``ValueError``.
+    ``cuda:N`` (``torch.device(N)`` itself names device N of the build's accelerator: ``mps:N`` on a Mac). Asking
+    explicitly for a device that is not there raises :class:`DeviceUnavailableError` with what to do instead; a name
+    that is not a device raises ``ValueError``.
     """
     if isinstance(preference, torch.device):
         preference = str(preference)
     elif isinstance(preference, int) and not isinstance(preference, bool):
-        preference = f"cuda:{preference}"          # torch.device(0) is cuda:0; 0 must not read as "no preference"
+        preference = f"cuda:{preference}"          # a GPU index; 0 must not read as "no preference"
     elif preference is not None and not isinstance(preference, str):
         raise TypeError(f"pick_device takes a device name such as 'auto', 'cpu', 'cuda:0' or 'mps', a GPU index or "
                         f"a torch.device, not {type(preference).__name__} {preference!r}")

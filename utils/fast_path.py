@@ -342,7 +342,7 @@ def call_in_fresh_process(fn: Callable[..., Any], args: tuple = (), kwargs: dict
         except Exception as err:
             raise TypeError(f"{name}, its arguments and the notebook globals it uses go to the fresh process by "
                             f"pickling, which failed: {type(err).__name__}: {err}. Build what cannot be pickled "
-                            "(open files, DataLoader iterators, CUDA tensors) inside the function.") from err
+                            "(open files, locks, DataLoader iterators, generators) inside the function.") from err
         opens = None if device is None else str(device)
         (outcome,) = run_processes(_call_with_flags, 1, (job, _backend_flags(), opens),
                                    timeout_s=timeout_s, threads_per_process=torch.get_num_threads(),
