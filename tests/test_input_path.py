@@ -280,3 +280,38 @@ def test_the_section_gives_a_verdict_only_when_no_run_was_input_bound(toy_data, 
     assert "No verdict on the techniques: the input path limited 2 of these 2 runs" in out
     assert "the images/s of baseline" not in out and "* input-bound" in out
     assert math.isfinite(slow[0].loader_images_per_s)
+
+
+class _InMemoryImages(torch.utils.data.Dataset):
+    """CIFAR-10's layout: ``data`` (N, H, W, 3) uint8 in memory, ``targets``, PIL images out."""
+
+    def __init__(self, n: int, side: int, seed: int):
+        rng = np.random.default_rng(seed)
+        self.data = rng.integers(0, 256, (n, side, side, 3), dtype=np.uint8)
+        self.targets = [k % 2 for k in range(n)]
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, k):
+        from PIL import Image
+        return Image.fromarray(self.data[k]), self.targets[k]
+
+
+def test_in_memory_data_cached_below_the_run_size_is_evaluated_resized_not_refused(tmp_path):
+    # CIFAR-10 at a larger image size: the cache keeps its own 32 px (8 here), and evaluation resizes the whole
+    # image to the run's size, as the DataLoader path's Resize((size, size)) does, instead of a centre crop that
+    # needs larger images.
+    from utils.datasets import _build_splits
+    data = _build_splits("cifar-like", _InMemoryImages(24, 8, 0), _InMemoryImages(6, 8, 1), ["a", "b"], 16,
+                         val_fraction=0.25, test_fraction=0.0, seed=0, augment=True, max_train_samples=None,
+                         resize_from_larger=False)
+    path = CachedInput(data, 4, pin_memory=False, seed=0, cache_dir=str(tmp_path), progress=False)
+    try:
+        assert path.size == 8
+        xe, ye = next(iter(path.eval_batches(6)))
+        assert xe.shape == (6, 3, 16, 16) and ye.tolist() == [k % 2 for k in range(6)]
+        ref = torch.stack([data.test[k][0] for k in range(6)])      # the DataLoader path's evaluation transform
+        assert (xe - ref).abs().mean() < 0.1
+    finally:
+        path.close()

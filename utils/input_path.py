@@ -221,7 +221,7 @@ class CachedInput(InputPath):
             raise ValueError(f"the training set ({len(self.train_cache)} images) is smaller than one batch "
                              f"({batch_size})")
         self.test_cache = None
-        self.prefetched = depth
+        self.prefetched = depth + 1          # the queue's depth, and the one batch the producer holds when it is full
         self._producer: _Producer | None = None
 
     def _cache(self, split: TransformedSubset, part: str):
@@ -246,14 +246,25 @@ class CachedInput(InputPath):
         return (x.contiguous(memory_format=torch.channels_last) if channels_last else x), labels
 
     def eval_batches(self, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        from .batch_augment import center_crop
+        """The central ``image_size`` pixels of each cached test image; where the cache is smaller than that (in-memory
+        data cached at its own size, CIFAR-10's 32 px for a 224 px run), the whole image resized to ``image_size``,
+        as the DataLoader path's evaluation transform does for such data."""
+        from .batch_augment import center_crop, crop_theta, resample
 
         if self.test_cache is None:
             self.test_cache = self._cache(self.data.test, "test")
         images, labels = self.test_cache.images, self.test_cache.labels
+        size = self.data.image_size
+        height, width = images.shape[1:3] if images.shape[-1] == 3 else images.shape[-2:]
         for k in range(0, len(labels), batch_size):
-            yield (center_crop(images[k:k + batch_size], self.data.image_size, mean=self.data.mean,
-                               std=self.data.std), labels[k:k + batch_size])
+            chunk = images[k:k + batch_size]
+            if min(height, width) >= size:
+                x = center_crop(chunk, size, mean=self.data.mean, std=self.data.std)
+            else:
+                whole = torch.tensor([[0, 0, height, width]] * len(chunk))
+                x = resample(chunk, crop_theta(whole, None, height, width), size, mean=self.data.mean,
+                             std=self.data.std)
+            yield x, labels[k:k + batch_size]
 
     def describe(self) -> str:
         return (f"decoded cache ({len(self.train_cache):,} images at {self.size} px, "
