@@ -319,3 +319,17 @@ def test_nvml_memory_info_prefers_version_2_which_leaves_out_the_driver_reserve(
     assert nvml_memory_info(nv, "gpu0").used == used + reserve             # version 1, all it can have
     old_bindings = types.SimpleNamespace(nvmlDeviceGetMemoryInfo=lambda handle: get_memory_info(handle))
     assert nvml_memory_info(old_bindings, "gpu0").used == used + reserve   # no nvmlMemory_v2 constant at all
+
+
+def test_temperature_uses_the_versioned_call_and_falls_back_to_the_deprecated_one():
+    from utils.monitoring import nvml_temperature_c
+
+    nv = types.SimpleNamespace(NVML_TEMPERATURE_GPU=0, nvmlDeviceGetTemperature=lambda h, sensor: 55)
+    assert nvml_temperature_c(nv, "h") == 55.0                          # nvidia-ml-py without the V call
+    nv.nvmlDeviceGetTemperatureV = lambda h, sensor: 61
+    assert nvml_temperature_c(nv, "h") == 61.0                          # NVML 13: the versioned call
+
+    def no_such_function(h, sensor):
+        raise RuntimeError("NVML_ERROR_FUNCTION_NOT_FOUND")              # a driver older than the bindings
+    nv.nvmlDeviceGetTemperatureV = no_such_function
+    assert nvml_temperature_c(nv, "h") == 55.0

@@ -1,6 +1,6 @@
 """The course's shared helper package. Import what a notebook needs, e.g. ``from utils import course_setup``.
 
-One concern per module, in layers; a module imports only from layers below it:
+One concern per module, in layers; a module imports only from its own layer or the layers below it:
 
 * low: ``device`` (pick the device, synchronise it), ``seeding``; ``environment`` (the hardware and software
   report) and ``course`` (notebook start-up: run size, banner) on top of them;

@@ -152,6 +152,18 @@ def nvml_memory_info(nvml: Any, handle: Any) -> Any:
     return nvml.nvmlDeviceGetMemoryInfo(handle)
 
 
+def nvml_temperature_c(nvml: Any, handle: Any) -> float:
+    """The GPU's temperature in degrees Celsius: ``nvmlDeviceGetTemperatureV`` where the driver and nvidia-ml-py
+    have it, else ``nvmlDeviceGetTemperature``, which NVML deprecated in CUDA 13.0 and plans to remove in 14.0."""
+    versioned = getattr(nvml, "nvmlDeviceGetTemperatureV", None)
+    if versioned is not None:
+        try:
+            return float(versioned(handle, nvml.NVML_TEMPERATURE_GPU))
+        except Exception:  # an older driver without nvmlDeviceGetTemperatureV
+            pass
+    return float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))
+
+
 class NVMLReader(PsutilReader):
     """NVML (``pynvml``) for the GPU behind one CUDA device, plus the psutil CPU/RAM fields.
 
@@ -197,7 +209,7 @@ class NVMLReader(PsutilReader):
             gpu_mem_util_pct=None if util is None else float(util.memory),
             gpu_mem_used_bytes=None if mem is None else int(mem.used),
             gpu_mem_total_bytes=None if mem is None else int(mem.total),
-            gpu_temperature_c=self._try(lambda: float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))),
+            gpu_temperature_c=self._try(lambda: nvml_temperature_c(nv, h)),
             gpu_power_w=None if power_mw is None else power_mw / 1000.0,   # NVML reports milliwatts
         )
         return out
