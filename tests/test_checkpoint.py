@@ -285,6 +285,10 @@ def test_a_good_file_that_cannot_go_to_the_asked_device_is_not_called_corrupt(tm
     path = tmp_path / "ckpt.pt"
     torch.save({"model": {"w": torch.ones(2)}}, path)
     (tmp_path / "ckpt.pt.prev").write_bytes(path.read_bytes())
-    with pytest.raises(C.CheckpointError, match="could not be loaded onto the device map_location names") as err:
+    for where in ("cuda", "cuda:3", "mps"):
+        with pytest.raises(C.CheckpointError, match="could not be loaded onto the device map_location names") as err:
+            C.load_checkpoint(path, map_location=where)
+        assert "corrupt" not in str(err.value) and "map_location='cpu'" in str(err.value)
+    path.write_bytes(path.read_bytes()[:40])                                  # truncated: corrupt wherever it goes
+    with pytest.raises(C.CheckpointError, match="corrupt or truncated"):
         C.load_checkpoint(path, map_location="cuda")
-    assert "corrupt" not in str(err.value) and "map_location='cpu'" in str(err.value)

@@ -94,5 +94,5 @@ def test_onnx_sessions_do_not_spin_unless_asked():
 def test_a_bfloat16_tensor_is_refused_with_the_dtype_to_use():
     torch = pytest.importorskip("torch")
     m = OnnxModel(_relu_model(), providers=["CPUExecutionProvider"])
-    with pytest.raises(InputValidationError, match="torch.bfloat16 tensor has no NumPy dtype.*model's float32"):
+    with pytest.raises(InputValidationError, match=r"torch.bfloat16 tensor has no NumPy dtype.*model's float32 first, e.g. .to\(torch.float32\)"):
         m(torch.zeros(2, 3, 4, 4, dtype=torch.bfloat16))

@@ -105,6 +105,9 @@ def test_tensors_are_compared_bit_for_bit_not_by_value():
     assert state_differences(torch.tensor(3.0), torch.tensor(3.0)) == []        # 0-d
     assert state_differences(torch.zeros(0, 3), torch.zeros(0, 3)) == []       # empty
     assert state_differences(torch.arange(6).reshape(2, 3).t(), torch.arange(6).reshape(2, 3).t().contiguous()) == []
+    _view = torch.randn(3, 4)[:1, 0]                                             # one element, stride 4
+    assert same_bits(_view, _view.clone()) and not same_bits(_view, _view + 1)
+    assert same_bits(torch.tensor([1 + 1j]).conj().imag, torch.tensor([-1.0]))                  # a negative view
 
 
 @pytest.mark.slow    # a Python process that imports torch: about 3 s of CPU

@@ -286,8 +286,10 @@ class _InMemoryImages(torch.utils.data.Dataset):
     """CIFAR-10's layout: ``data`` (N, H, W, 3) uint8 in memory, ``targets``, PIL images out."""
 
     def __init__(self, n: int, side: int, seed: int):
-        rng = np.random.default_rng(seed)
-        self.data = rng.integers(0, 256, (n, side, side, 3), dtype=np.uint8)
+        rng = np.random.default_rng(seed)          # smooth images: resizing them two ways gives near the same pixels
+        ramp = np.add.outer(np.arange(side), np.arange(side)) / (2 * side - 2)            # 0 .. 1 across the image
+        colour = rng.uniform(0.2, 1.0, (n, 1, 1, 3))
+        self.data = (255 * ramp[None, :, :, None] * colour).astype(np.uint8)
         self.targets = [k % 2 for k in range(n)]
 
     def __len__(self) -> int:
@@ -298,19 +300,20 @@ class _InMemoryImages(torch.utils.data.Dataset):
         return Image.fromarray(self.data[k]), self.targets[k]
 
 
-def test_in_memory_data_cached_below_the_run_size_is_evaluated_resized_not_refused(tmp_path):
-    # CIFAR-10 at a larger image size: the cache keeps its own 32 px (8 here), and evaluation resizes the whole
-    # image to the run's size, as the DataLoader path's Resize((size, size)) does, instead of a centre crop that
-    # needs larger images.
+@pytest.mark.parametrize("image_size, cached", [(16, 8), (6, 7)])
+def test_in_memory_data_is_evaluated_whole_and_resized_as_the_dataloader_path_does(tmp_path, image_size, cached):
+    # CIFAR-10's layout (8 px here): cached at most at its own size. Above it, a centre crop would need larger
+    # images (it raised); below it, a crop of the 8/7 cache would differ from the DataLoader path, which resizes the
+    # whole image (Resize((size, size))) for in-memory data.
     from utils.datasets import _build_splits
-    data = _build_splits("cifar-like", _InMemoryImages(24, 8, 0), _InMemoryImages(6, 8, 1), ["a", "b"], 16,
+    data = _build_splits("cifar-like", _InMemoryImages(24, 8, 0), _InMemoryImages(6, 8, 1), ["a", "b"], image_size,
                          val_fraction=0.25, test_fraction=0.0, seed=0, augment=True, max_train_samples=None,
                          resize_from_larger=False)
     path = CachedInput(data, 4, pin_memory=False, seed=0, cache_dir=str(tmp_path), progress=False)
     try:
-        assert path.size == 8
+        assert path.size == cached
         xe, ye = next(iter(path.eval_batches(6)))
-        assert xe.shape == (6, 3, 16, 16) and ye.tolist() == [k % 2 for k in range(6)]
+        assert xe.shape == (6, 3, image_size, image_size) and ye.tolist() == [k % 2 for k in range(6)]
         ref = torch.stack([data.test[k][0] for k in range(6)])      # the DataLoader path's evaluation transform
         assert (xe - ref).abs().mean() < 0.1
     finally:

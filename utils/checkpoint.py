@@ -123,17 +123,33 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
                 "trust it, or load a file you made yourself with torch.load(path, weights_only=False).") from e
         raise CheckpointError(_corrupt_message(path, e)) from e
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as e:
+        if isinstance(e, RuntimeError) and map_location is not None and str(map_location) != "cpu" \
+                and _loads_on_cpu(path, safe_globals):
+            raise CheckpointError(_device_message(path, e)) from e
         raise CheckpointError(_corrupt_message(path, e)) from e
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{path} is not a training checkpoint (expected a dict with a 'model' entry)")
     return state
 
 
+def _loads_on_cpu(path: Path, safe_globals: Sequence[Any]) -> bool:
+    """Whether the file loads onto the CPU: after a failed load onto another device, it tells a file that is fine
+    (the device is missing or full) from one that is corrupt."""
+    try:
+        with torch.serialization.safe_globals(list(safe_globals)):
+            torch.load(path, map_location="cpu", weights_only=True)
+        return True
+    except Exception:
+        return False
+
+
+def _device_message(path: Path, error: BaseException) -> str:
+    return (f"checkpoint {path} could not be loaded onto the device map_location names ({type(error).__name__}: "
+            f"{error}). The file itself is fine (it loads onto the CPU): load it with map_location='cpu' and move "
+            "what you need.")
+
+
 def _corrupt_message(path: Path, error: BaseException) -> str:
-    if isinstance(error, torch.OutOfMemoryError) or "deserialize object on" in str(error):
-        # The file was read; its tensors could not be placed where map_location asked (no such device, or full).
-        return (f"checkpoint {path} could not be loaded onto the device map_location names ({type(error).__name__}: "
-                f"{error}). The file itself may be fine: load it with map_location='cpu' and move what you need.")
     prev = path.with_name(path.name + ".prev")
     hint = f" The previous checkpoint {prev} may still be good." if prev.exists() else ""
     what = ("could not be read (a folder, such as a torch.distributed.checkpoint save, a file without read "

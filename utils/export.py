@@ -68,9 +68,10 @@ def _to_numpy(x, expected: np.dtype | None = None) -> np.ndarray:
         try:
             x = x.detach().cpu().numpy()
         except TypeError as e:                       # bfloat16 (and other dtypes) have no NumPy counterpart
-            want = f"the model's {np.dtype(expected).name}" if expected is not None else "a NumPy dtype"
+            name = np.dtype(expected).name if expected is not None else "float32"
+            want = f"the model's {name}" if expected is not None else "a dtype NumPy has"
             raise InputValidationError(f"a {x.dtype} tensor has no NumPy dtype ({e}): convert it to {want} first, "
-                                       f"e.g. .float()") from e
+                                       f"e.g. .to(torch.{name})") from e
     if not isinstance(x, np.ndarray):
         raise InputValidationError(f"expected a NumPy array or a torch tensor, got {type(x).__name__}")
     return x

@@ -103,7 +103,8 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
         return params_equal and same_bits(a.int_repr(), b.int_repr())
     if a.layout != torch.strided:
         a, b = a.to_dense(), b.to_dense()
-    as_bytes = lambda t: t.resolve_conj().resolve_neg().reshape(-1).contiguous().view(torch.uint8)   # noqa: E731
+    as_bytes = lambda t: (t.resolve_conj().resolve_neg().reshape(-1)                                # noqa: E731
+                          .clone(memory_format=torch.contiguous_format).view(torch.uint8))
     return torch.equal(as_bytes(a), as_bytes(b))
 
 

@@ -214,7 +214,9 @@ class CachedInput(InputPath):
         self.scale, self.ratio, self.cache_dir, self.progress = scale, ratio, cache_dir, progress
         self.size = cache_size(data.image_size)
         native = getattr(data.train.base, "data", None)       # in-memory arrays (CIFAR-10): never cache them larger
-        if native is not None and getattr(native, "ndim", 0) == 4:
+        # In-memory data is evaluated as the DataLoader path does for it: the whole image resized, not a centre crop.
+        self.resize_whole = native is not None and getattr(native, "ndim", 0) == 4
+        if self.resize_whole:
             self.size = min(self.size, int(min(native.shape[1:3])))
         self.train_cache = self._cache(data.train, "train")
         if len(self.train_cache) < batch_size:
@@ -246,9 +248,9 @@ class CachedInput(InputPath):
         return (x.contiguous(memory_format=torch.channels_last) if channels_last else x), labels
 
     def eval_batches(self, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """The central ``image_size`` pixels of each cached test image; where the cache is smaller than that (in-memory
-        data cached at its own size, CIFAR-10's 32 px for a 224 px run), the whole image resized to ``image_size``,
-        as the DataLoader path's evaluation transform does for such data."""
+        """The central ``image_size`` pixels of each cached test image (the cache is 8/7 of that: resize, then crop,
+        as the DataLoader path evaluates decoded files); for in-memory data (CIFAR-10, cached at most at its own
+        32 px) the whole image resized to ``image_size``, as the DataLoader path's ``Resize((size, size))`` does."""
         from .batch_augment import center_crop, crop_theta, resample
 
         if self.test_cache is None:
@@ -258,7 +260,7 @@ class CachedInput(InputPath):
         height, width = images.shape[1:3] if images.shape[-1] == 3 else images.shape[-2:]
         for k in range(0, len(labels), batch_size):
             chunk = images[k:k + batch_size]
-            if min(height, width) >= size:
+            if not self.resize_whole and min(height, width) >= size:
                 x = center_crop(chunk, size, mean=self.data.mean, std=self.data.std)
             else:
                 whole = torch.tensor([[0, 0, height, width]] * len(chunk))

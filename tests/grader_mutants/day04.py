@@ -121,4 +121,9 @@ MUTANTS = [
            replace='    torch.set_grad_enabled(False)                     # no autograd graph for the counting pass\n    with FlopCounterMode(display=False) as counter:\n',
            why='torch.set_grad_enabled(False) called as a statement turns autograd off for the whole session, not just for the count: every later training cell silently builds no graph. The test only records that the pass ran with grad off.',
            caught_by='day04_flops_by_layer_tests'),
+    Mutant(cell='day04_conv2d_flops',
+           find='        out.append((size + 2 * p - d * (k - 1) - 1) // s + 1)',
+           replace='        out.append(-(-size // s))                 # "same" output: the input divided by the stride, rounded up',
+           why="takes the output size as the input over the stride: wrong for any layer whose padding shrinks it",
+           caught_by='day04_conv2d_flops_tests'),
 ]

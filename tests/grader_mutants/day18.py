@@ -35,7 +35,8 @@ MUTANTS = [
            why="every rank evaluates the whole set: right accuracy, W times the work",
            caught_by="day18_evaluate_sharded_tests"),
     Mutant(cell="day18_evaluate_sharded",
-           find="    counts = torch.tensor([(predictions == labels[mine]).sum().item(), len(mine)], dtype=torch.float64)\n"
+           find="    counts = torch.stack([(predictions == labels[mine]).sum(),\n"
+                "                          torch.tensor(len(mine), device=images.device)]).double()\n"
                 "    dist.all_reduce(counts)                                # [correct, samples] summed over the ranks\n"
                 "    return (counts[0] / counts[1]).item()",
            replace="    accuracy = (predictions == labels[mine]).double().mean().reshape(1)\n"
