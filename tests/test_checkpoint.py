@@ -289,6 +289,16 @@ def test_a_good_file_that_cannot_go_to_the_asked_device_is_not_called_corrupt(tm
         with pytest.raises(C.CheckpointError, match="could not be loaded onto the device map_location names") as err:
             C.load_checkpoint(path, map_location=where)
         assert "corrupt" not in str(err.value) and "map_location='cpu'" in str(err.value)
+    # Saved on a GPU (its storages tagged cuda:0), loaded with map_location=None on a machine without one.
+    gpu_saved = tmp_path / "gpu.pt"
+    real_tag = torch.serialization.location_tag
+    torch.serialization.location_tag = lambda storage: "cuda:0"
+    try:
+        torch.save({"model": {"w": torch.ones(2)}}, gpu_saved)
+    finally:
+        torch.serialization.location_tag = real_tag
+    with pytest.raises(C.CheckpointError, match="could not be loaded onto the device map_location names"):
+        C.load_checkpoint(gpu_saved, map_location=None)
     path.write_bytes(path.read_bytes()[:40])                                  # truncated: corrupt wherever it goes
     with pytest.raises(C.CheckpointError, match="corrupt or truncated"):
         C.load_checkpoint(path, map_location="cuda")

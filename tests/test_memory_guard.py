@@ -87,3 +87,14 @@ def test_a_preferred_batch_below_the_minimum_is_tried_not_skipped():
     model = torch.nn.Linear(10, 10)
     assert plan_batch_size(model, (10,), preferred=4, device="cpu", free_bytes=10**9).batch_size == 4
     assert plan_batch_size(model, (10,), preferred=4, device="cpu", free_bytes=1).batch_size is None
+
+
+def test_the_minimum_is_tried_when_the_halving_steps_past_it():
+    # 96, 48, 24, 12, then 8 (not 6): room for 10 samples plans 8, and 8 divides 96 (12 accumulation steps).
+    model = torch.nn.Linear(10, 10)
+    probe = plan_batch_size(model, (10,), preferred=96, device="cpu", free_bytes=10**9, minimum=8)
+    room = int((probe.fixed_bytes + 10 * probe.per_sample_bytes) / 0.9) + 1      # USABLE_SHARE of the free bytes
+    plan = plan_batch_size(model, (10,), preferred=96, device="cpu", free_bytes=room, minimum=8)
+    assert plan.batch_size == 8 and plan.accumulation_split() == (8, 12)
+    tight = int((probe.fixed_bytes + 7 * probe.per_sample_bytes) / 0.9)
+    assert plan_batch_size(model, (10,), preferred=96, device="cpu", free_bytes=tight, minimum=8).batch_size is None

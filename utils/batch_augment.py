@@ -1,6 +1,7 @@
 """Augmentation of a whole batch on the device it is on, with its own random parameters for every image: the
-random-resized crop, horizontal flip and normalisation of torchvision's training transform, as two kernels
-(``affine_grid`` + ``grid_sample``) instead of a decode and three transforms per image on the host.
+random-resized crop, horizontal flip and normalisation of torchvision's training transform, as a handful of
+kernels for the whole batch (a cast, ``affine_grid`` + ``grid_sample``, the normalisation's multiply and subtract)
+instead of a decode and three transforms per image on the host.
 
 A torchvision v2 transform called on a batch draws *one* set of parameters for the whole call (every image gets the
 same crop); here the parameters come from :func:`random_resized_crop_boxes`, one row per image, drawn as torchvision's

@@ -123,8 +123,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
                 "trust it, or load a file you made yourself with torch.load(path, weights_only=False).") from e
         raise CheckpointError(_corrupt_message(path, e)) from e
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as e:
-        if isinstance(e, RuntimeError) and map_location is not None and str(map_location) != "cpu" \
-                and _loads_on_cpu(path, safe_globals):
+        # None (each tensor where it was saved) or a device: a file saved on a GPU fails on a machine without it.
+        if isinstance(e, RuntimeError) and str(map_location) != "cpu" and _loads_on_cpu(path, safe_globals):
             raise CheckpointError(_device_message(path, e)) from e
         raise CheckpointError(_corrupt_message(path, e)) from e
     if not isinstance(state, dict) or "model" not in state:
@@ -144,8 +144,8 @@ def _loads_on_cpu(path: Path, safe_globals: Sequence[Any]) -> bool:
 
 
 def _device_message(path: Path, error: BaseException) -> str:
-    return (f"checkpoint {path} could not be loaded onto the device map_location names ({type(error).__name__}: "
-            f"{error}). The file itself is fine (it loads onto the CPU): load it with map_location='cpu' and move "
+    return (f"checkpoint {path} could not be loaded onto the device map_location names (with None: the device it "
+            f"was saved from) ({type(error).__name__}: {error}). The file itself is fine (it loads onto the CPU): load it with map_location='cpu' and move "
             "what you need.")
 
 

@@ -72,7 +72,8 @@ class CoreWait:
     measures the other processes' load as much as the code. ``fraction`` is None where it cannot be measured: no
     ``/proc/stat`` (macOS, Windows), or a block shorter than 0.2 s (the kernel counts in 10 ms ticks); ``starved`` is
     then False: the run cannot tell.
-    Meaningful for CPU work only (a host waiting for a GPU sleeps, and other processes may use the core meanwhile).
+    Meaningful for CPU work only: a host waiting for a GPU (with PyTorch's defaults it spins on a core) measures the
+    GPU, and how long it waits does not depend on who else wants the cores.
     """
 
     def __init__(self, busy_clock: Callable[[], float | None] | None = None,

@@ -32,7 +32,8 @@ USABLE_SHARE = 0.9
 
 @dataclass(frozen=True)
 class MemoryPlan:
-    """A batch size for the free memory: ``batch_size`` is ``None`` when even ``minimum`` does not fit."""
+    """A batch size for the free memory: ``batch_size`` is ``None`` when even ``minimum`` does not fit (it is always
+    tried: :func:`plan_batch_size`)."""
 
     batch_size: int | None
     preferred: int
@@ -87,7 +88,8 @@ def training_bytes_per_sample(model: nn.Module, sample_shape: tuple[int, ...], d
 
 def plan_batch_size(model: nn.Module, sample_shape: tuple[int, ...], *, preferred: int, device: torch.device | str,
                     optimizer_states: int = 1, minimum: int = 8, free_bytes: int | None = None) -> MemoryPlan:
-    """The largest of ``preferred``, ``preferred // 2``, ... (not below ``minimum``, capped at ``preferred``) predicted to fit.
+    """The largest of ``preferred``, ``preferred // 2``, ... predicted to fit, or ``minimum`` itself where the halving
+    steps past it (96, 48, 24, 12, then 8 for a minimum of 8); None when not even ``minimum`` fits.
 
     ``model`` must already be on ``device`` (it is measured there). ``optimizer_states``: tensors of the parameters'
     size the optimizer keeps (SGD with momentum 1, Adam 2). ``free_bytes`` overrides :func:`free_device_bytes`
@@ -103,7 +105,8 @@ def plan_batch_size(model: nn.Module, sample_shape: tuple[int, ...], *, preferre
     if free is None:
         return MemoryPlan(preferred, preferred, None, fixed, per_sample)
     budget = free * USABLE_SHARE
+    fits = lambda b: fixed + b * per_sample <= budget          # noqa: E731
     batch = preferred
-    while batch >= minimum and fixed + batch * per_sample > budget:
-        batch //= 2
-    return MemoryPlan(batch if batch >= minimum else None, preferred, free, fixed, per_sample)
+    while batch > minimum and not fits(batch):
+        batch = max(batch // 2, minimum)                          # the halving never steps past the minimum
+    return MemoryPlan(batch if fits(batch) else None, preferred, free, fixed, per_sample)
