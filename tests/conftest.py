@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-# Two pytest workers share two cores: one thread per process (and per notebook kernel) avoids oversubscription.
+# Several pytest workers (three by default, Makefile) share the cores: one thread per process (and per notebook
+# kernel) avoids oversubscription.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 # No MPLBACKEND or TQDM_DISABLE here: kernels started by the tests inherit this environment, and those variables
