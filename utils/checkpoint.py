@@ -112,8 +112,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     if not path.exists():
         raise CheckpointError(f"no checkpoint at {path}: start from scratch, or point to an existing file")
     try:
-        with torch.serialization.safe_globals(list(safe_globals)):
-            state = torch.load(path, map_location=map_location, weights_only=True)
+        state = _weights_only_load(path, map_location, safe_globals)
     except pickle.UnpicklingError as e:
         if "was not an allowed global" in str(e):
             raise CheckpointError(
@@ -132,12 +131,16 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     return state
 
 
+def _weights_only_load(path: Path, map_location: Any, safe_globals: Sequence[Any]) -> Any:
+    with torch.serialization.safe_globals(list(safe_globals)):
+        return torch.load(path, map_location=map_location, weights_only=True)
+
+
 def _loads_on_cpu(path: Path, safe_globals: Sequence[Any]) -> bool:
     """Whether the file loads onto the CPU: after a failed load onto another device, it tells a file that is fine
     (the device is missing or full) from one that is corrupt."""
     try:
-        with torch.serialization.safe_globals(list(safe_globals)):
-            torch.load(path, map_location="cpu", weights_only=True)
+        _weights_only_load(path, "cpu", safe_globals)
         return True
     except Exception:
         return False
@@ -145,8 +148,8 @@ def _loads_on_cpu(path: Path, safe_globals: Sequence[Any]) -> bool:
 
 def _device_message(path: Path, error: BaseException) -> str:
     return (f"checkpoint {path} could not be loaded onto the device map_location names (with None: the device it "
-            f"was saved from) ({type(error).__name__}: {error}). The file itself is fine (it loads onto the CPU): load it with map_location='cpu' and move "
-            "what you need.")
+            f"was saved from) ({type(error).__name__}: {error}). The file itself is fine (it loads onto the CPU): "
+            "load it with map_location='cpu' and move what you need.")
 
 
 def _corrupt_message(path: Path, error: BaseException) -> str:
