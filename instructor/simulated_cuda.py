@@ -36,11 +36,13 @@ _IN_PLACE = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__"
              "__imatmul__", "__iand__", "__ior__", "__ixor__"}
 
 
-def _device_named(args: tuple, kwargs: dict) -> torch.device | None:
+def _device_named(args: tuple, kwargs: dict, *, follow_tensors: bool = True) -> torch.device | None:
+    """The device a ``.to(...)`` call names (positionally or as ``device=``; an int is an accelerator index), the
+    other tensor's device for ``.to(other)`` when ``follow_tensors``, else None (``.to(dtype)``)."""
     target = kwargs.get("device", args[0] if args else None)
     if isinstance(target, (str, torch.device)) or (isinstance(target, int) and not isinstance(target, bool)):
         return torch.device(target)
-    if isinstance(target, torch.Tensor):                  # x.to(other): other's device
+    if follow_tensors and isinstance(target, torch.Tensor):   # x.to(other): other's device
         return target.device
     return None
 

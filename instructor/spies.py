@@ -52,16 +52,6 @@ class Moves(list):
         self.non_blocking.append(bool(non_blocking))
 
 
-def _target_device(args: tuple, kwargs: dict) -> torch.device | None:
-    """The device a ``.to(...)`` call names (positionally or as ``device=``), or None for ``.to(dtype)``/``.to(t)``."""
-    target = kwargs.get("device", args[0] if args else None)
-    if isinstance(target, (str, torch.device)):
-        return torch.device(target)
-    if isinstance(target, int) and not isinstance(target, bool):   # x.to(0): an accelerator index
-        return torch.device(target)
-    return None
-
-
 def _non_blocking(args: tuple, kwargs: dict) -> bool:
     """The ``non_blocking`` flag of a ``.to(device, dtype, non_blocking, ...)`` call, by keyword or position."""
     return bool(kwargs.get("non_blocking", len(args) > 2 and args[2]))
@@ -81,7 +71,7 @@ def recording_moves(*, cpu_calls: bool = False, modules: bool = False) -> Iterat
     original_to, original_cpu, original_module_to = torch.Tensor.to, torch.Tensor.cpu, nn.Module.to
 
     def tensor_to(t: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        device = _target_device(args, kwargs)
+        device = _device_named(args, kwargs, follow_tensors=False)
         if device is not None:
             moves.record(t, device, _non_blocking(args, kwargs))
         return original_to(t, *args, **kwargs)
@@ -91,7 +81,7 @@ def recording_moves(*, cpu_calls: bool = False, modules: bool = False) -> Iterat
         return original_cpu(t, *args, **kwargs)
 
     def module_to(module: nn.Module, *args: Any, **kwargs: Any) -> nn.Module:
-        device = _target_device(args, kwargs)
+        device = _device_named(args, kwargs, follow_tensors=False)
         if device is not None:
             moves.record(module, device, _non_blocking(args, kwargs))
         return original_module_to(module, *args, **kwargs)

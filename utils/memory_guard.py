@@ -14,7 +14,7 @@ All sizes are bytes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -105,8 +105,9 @@ def plan_batch_size(model: nn.Module, sample_shape: tuple[int, ...], *, preferre
     if free is None:
         return MemoryPlan(preferred, preferred, None, fixed, per_sample)
     budget = free * USABLE_SHARE
-    fits = lambda b: fixed + b * per_sample <= budget          # noqa: E731
+    unplanned = MemoryPlan(None, preferred, free, fixed, per_sample)
+    fits = lambda b: unplanned.predicted_bytes(b) <= budget     # noqa: E731
     batch = preferred
     while batch > minimum and not fits(batch):
         batch = max(batch // 2, minimum)                          # the halving never steps past the minimum
-    return MemoryPlan(batch if fits(batch) else None, preferred, free, fixed, per_sample)
+    return replace(unplanned, batch_size=batch if fits(batch) else None)
