@@ -24,6 +24,13 @@ def test_nonfinite_loss_raises_naming_the_step(bad):
     assert "train loss" in str(info.value)
 
 
+def test_a_float64_loss_keeps_its_range():
+    # 1e39 is finite in float64; read in float32 it would be inf and stop a healthy run.
+    assert check_finite(torch.tensor(1e39, dtype=torch.float64), step=0) == pytest.approx(1e39)
+    with pytest.raises(NonFiniteError):
+        check_finite(torch.tensor([1.0, float("inf")], dtype=torch.float64), step=0)
+
+
 def test_one_bad_element_is_enough():
     with pytest.raises(NonFiniteError):
         check_finite(torch.tensor([1.0, float("nan"), 2.0]), step=0)

@@ -4,8 +4,10 @@ Two choices that a notebook must make the same way on a laptop, on one GPU and o
 
 * :func:`collective_backend`: ``"nccl"`` when there are two or more CUDA GPUs (one process per GPU, so collectives
   travel over NVLink or PCIe between GPUs, which is what a benchmark of them should measure), ``"gloo"`` otherwise.
-  NCCL needs one GPU per rank: two ranks on one GPU fail at their first collective (NCCL reports a duplicate GPU),
-  so on one GPU, as on a CPU or a Mac, the ranks run on the CPU with gloo.
+  NCCL needs one GPU per rank: two ranks on one GPU fail as soon as their NCCL communicator is created (NCCL
+  reports a duplicate GPU), inside ``init_process_group`` when a ``device_id`` is bound (as
+  :func:`utils.distributed.init_from_env` does), else at the first collective. So on one GPU, as on a CPU or a Mac,
+  the ranks run on the CPU with gloo.
 * :func:`data_parallel_device`: where ``nn.DataParallel`` needs the module it wraps. Its ``forward`` refuses a module
   whose parameters or buffers are not on ``device_ids[0]``, and with exactly one GPU its ``__init__`` moves the module
   there itself (``torch/nn/parallel/data_parallel.py``), so a model wrapped on the CPU must be moved to this device,

@@ -39,6 +39,8 @@ from typing import Any, Callable
 
 import torch
 
+from .processes import dumps_by_value, run_processes
+from .stderr_capture import capture_stderr
 from .tf32 import restore_tf32_flags, set_tf32, tf32_flags
 
 __all__ = ["FastPathDecision", "plan_fast_path", "apply_fast_path", "fast_path_flags", "restore_fast_path_flags",
@@ -324,9 +326,6 @@ def call_in_fresh_process(fn: Callable[..., Any], args: tuple = (), kwargs: dict
     GPU in exclusive-process compute mode, which NVML reports before anything starts, or no memory left for its
     context), :class:`FreshProcessUnavailable` is raised and ``fn`` has not run. ``timeout_s``: seconds.
     """
-    from .processes import dumps_by_value, run_processes   # not at the top: utils.processes is a higher layer
-    from .stderr_capture import capture_stderr
-
     name = getattr(fn, "__qualname__", repr(fn))
     device = None if device is None else torch.device(device)
     refused = None if device is None else _second_context_refused(device)

@@ -267,7 +267,8 @@ def run_torchrun(script: str | os.PathLike, nproc_per_node: int = 2, args: Seque
     forked from this process (:func:`run_elastic_nodes` with one node: the same rendezvous, variables and log files
     as ``--standalone``), and its workers run the script with :func:`run_script_main`: nobody starts a new Python
     and imports torch again, which costs seconds of CPU per process. ``command`` is still the torchrun command the
-    job stands for; ``stdout``/``stderr`` hold the agent's log. Otherwise the command itself runs.
+    job stands for; ``stdout`` is empty and ``stderr`` holds the agent's log (its standard output and error, one
+    file). Otherwise the command itself runs.
     """
     keep = log_dir is not None
     logs = Path(log_dir).resolve() if keep else Path(tempfile.mkdtemp(prefix="torchrun_logs_"))
@@ -309,7 +310,7 @@ def run_script_ranks(script: str | os.PathLike, world_size: int = 2, args: Seque
 
     Same time limit, environment handling and per-rank output as :func:`run_torchrun`; the files are
     ``<log_dir>/<rank>/stdout.log`` and ``stderr.log``. ``returncode`` is 0 when every rank exited with 0, else the
-    first non-zero exit code in rank order.
+    first non-zero exit code in rank order; None when the job ran past ``timeout_s`` (``timed_out`` is then True).
     """
     if world_size < 1:
         raise ValueError(f"world_size must be at least 1, got {world_size}")

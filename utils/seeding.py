@@ -56,8 +56,9 @@ def make_generator(seed: int) -> torch.Generator:
 def sample_generator(seed: int, epoch: int, index: int) -> torch.Generator:
     """A CPU generator for the random augmentation of one sample in one epoch, from ``(seed, epoch, index)`` only.
 
-    DataLoader workers seed their global generators with ``base_seed + worker_id`` when an iterator starts, so what
-    a worker draws depends on which worker got the sample and on how many samples it drew before. A checkpoint of
+    DataLoader workers seed their global generators from ``base_seed`` and ``worker_id`` when an iterator starts
+    (torch's and Python's with ``base_seed + worker_id``, NumPy's with a state derived from both), so what a worker
+    draws depends on which worker got the sample and on how many samples it drew before. A checkpoint of
     the main process's RNG states does not cover it, a fixed loader seed every epoch replays the same stream, and a
     resumed epoch hands the batches to the workers in another order. Drawing each sample's augmentation from its own
     generator makes it independent of all of that: the same in every run, with any number of workers, after a

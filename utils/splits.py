@@ -145,7 +145,7 @@ def stratified_subsample(labels: np.ndarray, n: int, seed: int, indices: np.ndar
                          f"classes: ask for at least {num_classes}")
     if len(idx) - n < num_classes:
         raise ValueError(f"keeping {n} of {len(idx)} samples leaves out {len(idx) - n}, fewer than the {num_classes} "
-                         f"classes, and a stratified subsample leaves out at least one of each: keep them all "
-                         f"(n >= {len(idx)}) or at most {len(idx) - num_classes}")
+                         f"classes, and a stratified split (scikit-learn's) needs at least as many samples as "
+                         f"classes on each side: keep them all (n >= {len(idx)}) or at most {len(idx) - num_classes}")
     keep, _ = _holdout_split(idx, np.asarray(labels), n_train=n, seed=seed)
     return keep

@@ -86,7 +86,8 @@ def check_finite(loss: torch.Tensor | float, step: int, model: nn.Module | None 
     if step % every != 0:
         return None
     if isinstance(loss, torch.Tensor):
-        t = loss.detach().float()
+        t = loss.detach()
+        t = t if t.dtype == torch.float64 else t.float()    # float64 keeps its range (1e39 is finite there)
         # Both numbers in one host read (one synchronisation on a GPU), not two.
         all_finite, value = torch.stack((torch.isfinite(t).all().float(), t.mean())).tolist()
         finite = bool(all_finite)

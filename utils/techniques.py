@@ -28,14 +28,15 @@ class RunSettings:
     accumulation_steps: int = 1              # micro-batches per optimizer step (same logical batch)
     checkpoint_stages: tuple[str, ...] = ()  # ResNet stages whose activations are recomputed in backward
     compile: str | None = None               # a torch.compile mode: "default", "reduce-overhead", "max-autotune"
-    pin_memory: bool = False                 # page-locked DataLoader buffers + non_blocking copies (CUDA only)
+    pin_memory: bool = False                 # page-locked host batches + non_blocking copies (CUDA only)
 
 
 _FAST = dict(amp="auto", tf32=True, channels_last=True, cudnn_benchmark=True, optimizer_impl="fused", pin_memory=True)
 #: name -> (the settings it changes, one line saying what it does)
 TECHNIQUES: dict[str, tuple[dict[str, Any], str]] = {
     "baseline": ({}, "fp32 weights with PyTorch's default flags, NCHW, pageable host memory"),
-    "pinned": ({"pin_memory": True}, "page-locked DataLoader buffers and non_blocking host-to-device copies"),
+    "pinned": ({"pin_memory": True}, "page-locked host batches (the DataLoader's or the cache's) and non_blocking "
+                                     "host-to-device copies"),
     "tf32": ({"tf32": True}, "TF32 tensor cores for fp32 matmuls and convolutions"),
     "bf16": ({"amp": "bf16"}, "bf16 autocast"),
     "fp16": ({"amp": "fp16"}, "fp16 autocast with a GradScaler"),

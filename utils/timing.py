@@ -25,7 +25,9 @@ from .device import synchronize
 
 @dataclass
 class Timing:
-    """Repeated wall-clock measurements of one callable, in seconds."""
+    """Repeated timings of one callable, in seconds per call: wall-clock time between device synchronisations
+    (:func:`time_fn`; :func:`time_windows` off CUDA), or the GPU's own clock from CUDA events (:func:`time_windows`
+    on CUDA, one value per window)."""
 
     times_s: list[float] = field(default_factory=list)
     warmup: int = 0
