@@ -28,9 +28,10 @@ session gets, machine start included:
 5. Optional, only if the budget still holds it: gpu_reference_extra 90 s (the torch.compile and IEEE fp32 rows).
 
 Required parts: 478 s in all. A part starts only if its budget fits in what is left (else `not run`); one that
-overruns its budget by a quarter is stopped (`timeout`), keeping what it saved so far. The bundle (a .tar.gz of at
-most 16 MiB that unpacks into results/ and benchmarks/results/) is rewritten after every part and while recorders
-save partial payloads, so a call cut short still returns what ran. `--only failed` reruns every part (and Part A's
+overruns its budget by a quarter is stopped (`timeout`), keeping what it saved so far (Part A stops its notebooks at
+its budget itself, and the part is then `fail`). The bundle (a .tar.gz of at most 16 MiB that unpacks into results/
+and benchmarks/results/) is rewritten after every part and while recorders save partial payloads, so a call cut
+short still returns what ran. `--only failed` reruns every part (and Part A's
 notebooks) that did not pass, including those a call cut short never finished (they have no status); every JSON
 carries utils.profiling.provenance and loads with utils.profiling.load_recorded_results. Every process the kit starts
 runs with MLFLOW_DISABLE_TELEMETRY=true and DO_NOT_TRACK=true, and in the dry run the recorders and benchmarks with
@@ -542,7 +543,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="start from an earlier bundle (with --only failed on a fresh machine)")
     ap.add_argument("--dry-run", action="store_true", help="on the CPU: one notebook, every recorder at toy size")
     ap.add_argument("--wheels", type=Path, help="install the carried wheels this machine lacks (offline) first")
-    ap.add_argument("--site", type=Path, help="where --wheels installs (default <work>/site)")
+    ap.add_argument("--site", type=Path,
+                    help="where --wheels installs (default: <--work>/site, else build/gpu_check/site)")
     ap.add_argument("--resolve-wheels", action="store_true", help="rewrite the wheel list (needs PyPI and PY312)")
     ap.add_argument("--download-wheels", type=Path, metavar="DIR", help="download the kit's wheels into DIR")
     ap.add_argument("--unpack", type=Path, metavar="BUNDLE", help="extract a bundle into this checkout")
