@@ -136,4 +136,7 @@ ALTERNATIVES = [
                     "on the CPU, nll_loss in fp32)",
                 find="        loss = nn.functional.cross_entropy(model(x), y)\n",
                 replace="        loss = nn.functional.nll_loss(nn.functional.log_softmax(model(x), dim=1), y)\n"),
+    Alternative(cell='day11_amp_train_step',
+                why="saves model.training, trains in training mode and puts the caller's mode back afterwards; the text asks that 'the model trains in training mode', not that it stays there, but the hidden test asserts _m.training after the call",
+                find='    model.train()\n    optimizer.zero_grad(set_to_none=True)\n    with torch.autocast(device_type=x.device.type, dtype=amp_dtype):\n        loss = nn.functional.cross_entropy(model(x), y)\n    scaler.scale(loss).backward()\n    scaler.unscale_(optimizer)\n    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.step(optimizer)\n    scaler.update()\n    return loss.item(), float(grad_norm)\n', replace='    was_training = model.training\n    model.train()\n    optimizer.zero_grad(set_to_none=True)\n    with torch.autocast(device_type=x.device.type, dtype=amp_dtype):\n        loss = nn.functional.cross_entropy(model(x), y)\n    scaler.scale(loss).backward()\n    scaler.unscale_(optimizer)\n    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.step(optimizer)\n    scaler.update()\n    model.train(was_training)\n    return loss.item(), float(grad_norm)\n'),
 ]

@@ -86,4 +86,9 @@ MUTANTS = [
            replace='    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm * scaler.get_scale())\n    scaler.step(optimizer)\n    scaler.update()\n    return loss.item(), float(grad_norm) / scaler.get_scale()\n',
            why='the accepted no-unscale_ route (clip at max_norm*S, divide the norm by S) but reads S after scaler.update(): on a step where the scale grows (or backs off) the returned gradient norm is off by the growth factor; no test checks the norm on such a step',
            caught_by='day11_amp_train_step_tests'),
+    Mutant(cell='day11_amp_train_step',
+           find='    model.train()\n    optimizer.zero_grad(set_to_none=True)\n    with torch.autocast(device_type=x.device.type, dtype=amp_dtype):\n        loss = nn.functional.cross_entropy(model(x), y)\n    scaler.scale(loss).backward()\n    scaler.unscale_(optimizer)\n    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.step(optimizer)\n    scaler.update()\n    return loss.item(), float(grad_norm)\n',
+           replace='    optimizer.zero_grad(set_to_none=True)\n    with torch.autocast(device_type=x.device.type, dtype=amp_dtype):\n        loss = nn.functional.cross_entropy(model(x), y)\n    model.train()\n    scaler.scale(loss).backward()\n    scaler.unscale_(optimizer)\n    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.step(optimizer)\n    scaler.update()\n    return loss.item(), float(grad_norm)\n',
+           why='model.train() is called after the forward pass (just before backward), so the forward pass that computes the loss runs in eval mode (dropout off, BatchNorm on running stats); the test only checks model.training after the call, and its model has no dropout or BatchNorm',
+           caught_by='day11_amp_train_step_tests'),
 ]
