@@ -34,7 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .simulated_cuda import _device_named, on_simulated_cuda, simulating_cuda
 
 __all__ = ["recording_moves", "Moves", "same_device", "was_moved", "recording_op_dtypes", "replacing",
-           "as_if_on_cuda", "CudaLikeRun"]
+           "as_if_on_cuda", "CudaLikeRun", "grad_enabled_after"]
 
 Move = tuple[Any, torch.device]
 
@@ -123,6 +123,18 @@ class _OpDtypes(TorchDispatchMode):
             first = next((a for a in args if isinstance(a, torch.Tensor)), None)
             self.seen.append((name, first.dtype if first is not None else None))
         return func(*args, **(kwargs or {}))
+
+
+def grad_enabled_after(run: Callable[[], Any]) -> bool:
+    """Whether autograd is still on after ``run()``, called with it on. An answer that switches it off with a plain
+    ``torch.set_grad_enabled(False)`` leaves every later training step without a graph. Autograd is switched back on
+    afterwards either way (also when ``run`` raises), so a failing answer cannot cost the cells below it."""
+    torch.set_grad_enabled(True)
+    try:
+        run()
+        return torch.is_grad_enabled()
+    finally:
+        torch.set_grad_enabled(True)
 
 
 @contextmanager

@@ -3,7 +3,7 @@ import pytest
 import torch
 from torch import nn
 
-from instructor.spies import recording_moves, recording_op_dtypes, replacing, same_device, was_moved
+from instructor.spies import grad_enabled_after, recording_moves, recording_op_dtypes, replacing, same_device, was_moved
 
 
 def test_recording_moves_sees_each_spelling_of_a_device_move_and_nothing_else():
@@ -226,3 +226,25 @@ def test_as_if_on_cuda_runs_on_the_simulated_gpu_so_tensors_made_there_work_and_
         with as_if_on_cuda(ns["mixes"], model):
             ns["mixes"](model, x)
     assert type(next(model.parameters())) is nn.Parameter, "the model's own parameters are back after an error"
+
+
+def test_grad_enabled_after_tells_a_scoped_switch_from_a_global_one_and_always_restores():
+    def scoped():
+        with torch.no_grad():
+            torch.ones(1) * 2
+
+    @torch.inference_mode()
+    def decorated():
+        return torch.ones(1) * 2
+
+    assert grad_enabled_after(scoped) and grad_enabled_after(decorated)
+    assert not grad_enabled_after(lambda: torch.set_grad_enabled(False))
+    assert torch.is_grad_enabled()                            # switched back on for the cells below
+
+    def fails():
+        torch.set_grad_enabled(False)
+        raise ValueError("the answer failed")
+
+    with pytest.raises(ValueError):
+        grad_enabled_after(fails)
+    assert torch.is_grad_enabled()

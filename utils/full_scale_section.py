@@ -172,9 +172,8 @@ def fit_full_scale_batch(model: str, num_classes: int, image_size: int, batch_si
                          device: torch.device) -> MemoryPlan | None:
     """The batch of ``batch_size``, ``batch_size // 2``, ... (then :data:`MIN_FITTED_BATCH` itself, never below) that
     a full-size run of ``model`` (fp32, SGD with momentum: the most memory any technique of the section needs per
-    image) is
-    predicted to fit into the memory free on ``device`` now (:func:`utils.memory_guard.plan_batch_size`, which
-    measures one image's saved activations there). ``None`` off CUDA: nothing to check."""
+    image) is predicted to fit into the memory free on ``device`` now (:func:`utils.memory_guard.plan_batch_size`,
+    which measures one image's saved activations there). ``None`` off CUDA: nothing to check."""
     free = free_device_bytes(device)                 # bytes; measured before the probe model takes its share
     if free is None:
         return None
